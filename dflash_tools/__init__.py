@@ -1,0 +1,32 @@
+"""dflash-tools: inspect, normalize and smoke-test DFlash-family speculative-decoding drafts.
+
+The library API is plain dataclasses; nothing here imports typer, rich, torch or vLLM.
+
+    from dflash_tools import inspect_checkpoint
+    report = inspect_checkpoint("z-lab/Qwen3.8-27B-DFlash2", num_speculative_tokens=7)
+    report.geometry.num_query_tokens, [f.code for f in report.findings]
+"""
+
+from __future__ import annotations
+
+from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING, Any
+
+try:
+    __version__ = version("dflash-tools")
+except PackageNotFoundError:  # pragma: no cover - running from a source tree without install
+    __version__ = "0.0.0"
+
+__all__ = ["InspectReport", "__version__", "inspect_checkpoint"]
+
+if TYPE_CHECKING:
+    from dflash_tools.inspect import InspectReport, inspect_checkpoint
+
+
+def __getattr__(name: str) -> Any:
+    # Lazy so that `import dflash_tools` stays cheap for the CLI's --help.
+    if name in ("inspect_checkpoint", "InspectReport"):
+        from dflash_tools import inspect
+
+        return getattr(inspect, name)
+    raise AttributeError(name)

@@ -1,0 +1,3 @@
+from dflash_tools.cli import main
+
+main()

@@ -1,0 +1,52 @@
+"""Map failures to one-line messages with a next step, and to the documented exit codes."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import typer
+
+from dflash_tools.cli._output import safe_text, stderr_console
+from dflash_tools.errors import DflashToolsError
+
+EXIT_OK = 0
+EXIT_FINDINGS = 1
+EXIT_USAGE = 2
+
+
+def debug_enabled() -> bool:
+    return os.environ.get("DFLASH_TOOLS_DEBUG", "") not in ("", "0", "false")
+
+
+def report_error(message: str, hint: str = "") -> None:
+    console = stderr_console()
+    console.print(f"[bold red]error:[/bold red] {safe_text(message)}")
+    if hint:
+        console.print(f"[dim]hint:[/dim] {safe_text(hint)}")
+
+
+@contextmanager
+def handle_errors() -> Iterator[None]:
+    """Turn our exceptions into exit codes; anything else is a one-line internal error."""
+    try:
+        yield
+    except typer.Exit:
+        raise
+    except DflashToolsError as exc:
+        if debug_enabled():
+            raise
+        report_error(exc.message, exc.hint)
+        raise typer.Exit(exc.exit_code) from None
+    except KeyboardInterrupt:
+        report_error("interrupted")
+        raise typer.Exit(130) from None
+    except Exception as exc:
+        if debug_enabled():
+            raise
+        report_error(
+            f"internal error: {type(exc).__name__}: {exc}",
+            "this is a bug in dflash-tools; rerun with DFLASH_TOOLS_DEBUG=1 for the traceback and report it",
+        )
+        raise typer.Exit(EXIT_FINDINGS) from None

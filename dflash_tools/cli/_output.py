@@ -1,0 +1,67 @@
+"""Output sinks: JSON (one document via json.dumps, never through rich) or human (rich, stdout).
+
+Logs, warnings and progress go to stderr. Every string that comes from a checkpoint (tensor
+names, config values, Hub metadata) passes through `safe_text` before rich sees it, so escape
+sequences and `[markup]` are shown inert.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from enum import StrEnum
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+
+# C0/C1 controls, DEL, and Unicode bidi / zero-width controls that can disguise text.
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]")
+
+
+class OutputFormat(StrEnum):
+    HUMAN = "human"
+    JSON = "json"
+
+
+def safe_text(value: Any) -> str:
+    """Printable, markup-inert text: control characters become visible \\xNN / \\uNNNN escapes."""
+    text = value if isinstance(value, str) else str(value)
+
+    def _escape(match: re.Match[str]) -> str:
+        code = ord(match.group())
+        return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+    return escape(_UNSAFE.sub(_escape, text))
+
+
+def _no_color(flag: bool) -> bool:
+    return flag or "NO_COLOR" in os.environ
+
+
+def stdout_console(no_color: bool = False) -> Console:
+    width = None if sys.stdout.isatty() else int(os.environ.get("COLUMNS", "120"))
+    return Console(no_color=_no_color(no_color), highlight=False, width=width, soft_wrap=False)
+
+
+def stderr_console(no_color: bool = False) -> Console:
+    return Console(stderr=True, no_color=_no_color(no_color), highlight=False)
+
+
+def write_json(document: Any) -> None:
+    sys.stdout.write(json.dumps(document, indent=2, ensure_ascii=False, allow_nan=False) + "\n")
+    sys.stdout.flush()
+
+
+def human_bytes(count: int) -> str:
+    value = float(count)
+    for unit in ("B", "kB", "MB", "GB", "TB"):
+        if value < 1000 or unit == "TB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.2f} {unit}"
+        value /= 1000
+    return f"{count} B"  # pragma: no cover
+
+
+SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}

@@ -1,0 +1,272 @@
+"""`dflash-tools inspect`: parse options, call the core, render."""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from dflash_tools.cli._errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, handle_errors
+from dflash_tools.cli._output import (
+    SEVERITY_STYLE,
+    OutputFormat,
+    human_bytes,
+    safe_text,
+    stderr_console,
+    stdout_console,
+    write_json,
+)
+from dflash_tools.errors import DflashToolsError, UsageError
+from dflash_tools.findings import Severity
+from dflash_tools.inspect import SCHEMA_VERSION, InspectReport, inspect_loaded
+from dflash_tools.source import load_checkpoint
+from dflash_tools.target import TargetSpec, load_target
+
+HELP = """Check a draft checkpoint's config and tensor headers, without downloading weights.
+
+SOURCE is a local folder, a .safetensors or config.json file, a Hugging Face repo id
+(owner/name), or a bundled example (example:zlab-dflash2). Several sources are inspected
+concurrently and summarized in one table.
+
+Examples:
+
+  dflash-tools inspect example:zlab-dflash2
+
+  dflash-tools inspect z-lab/Qwen3.8-27B-DFlash2 --target Qwen/Qwen3.8-27B -k 7
+
+  dflash-tools inspect ./my-draft --format json | jq .geometry
+
+  dflash-tools inspect --author z-lab --search DFlash
+"""
+
+EPILOG = (
+    "Exit codes: 0 no error findings; 1 at least one error finding (or a warning with "
+    "--fail-on warning); 2 usage error or a source that cannot be found or reached."
+)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("inspect", help=HELP, epilog=EPILOG, no_args_is_help=True)(inspect_command)
+
+
+def inspect_command(
+    sources: Annotated[list[str] | None, typer.Argument(metavar="SOURCE...", help="Checkpoint folder, file, repo id or example:NAME.", show_default=False)] = None,
+    target: Annotated[str | None, typer.Option("--target", "-t", help="Target model (folder or repo id): check the pairing.")] = None,
+    num_speculative_tokens: Annotated[int | None, typer.Option("-k", "--num-speculative-tokens", min=1, help="Serving K to check against the trained geometry.")] = None,
+    revision: Annotated[str | None, typer.Option("--revision", help="Hub branch, tag or commit of the draft.")] = None,
+    target_revision: Annotated[str | None, typer.Option("--target-revision", help="Hub revision of the target.")] = None,
+    token: Annotated[str | None, typer.Option("--token", envvar="HF_TOKEN", help="Hugging Face token (default: $HF_TOKEN or the saved login).", show_default=False)] = None,
+    author: Annotated[str | None, typer.Option("--author", help="Inspect every Hub model of this author (with --search to filter).")] = None,
+    search: Annotated[str | None, typer.Option("--search", help="Hub search string, used with --author.")] = None,
+    limit: Annotated[int, typer.Option("--limit", min=1, help="Most Hub models to inspect with --author/--search.")] = 100,
+    output_format: Annotated[OutputFormat, typer.Option("--format", "-f", envvar="DFLASH_TOOLS_FORMAT", help="human or json (one document on stdout).")] = OutputFormat.HUMAN,
+    json_flag: Annotated[bool, typer.Option("--json", help="Shorthand for --format json.")] = False,
+    tensors: Annotated[bool, typer.Option("--tensors", help="Show (or include in JSON) the full tensor table.")] = False,
+    fail_on: Annotated[Severity, typer.Option("--fail-on", help="Lowest severity that makes the exit code 1.")] = Severity.ERROR,
+    timeout: Annotated[float, typer.Option("--timeout", min=0.1, help="Seconds for each Hub request.")] = 10.0,
+    jobs: Annotated[int, typer.Option("--jobs", "-j", min=1, help="Sources inspected at once.")] = 8,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Human output: only the verdict and the findings.")] = False,
+    no_color: Annotated[bool, typer.Option("--no-color", help="No colour (also: NO_COLOR).")] = False,
+) -> None:
+    fmt = OutputFormat.JSON if json_flag else output_format
+    with handle_errors():
+        names = list(sources or [])
+        if author or search:
+            from dflash_tools.hub import list_hub_models
+
+            names += list_hub_models(author, search, token=token, limit=limit)
+            if not names:
+                raise UsageError(f"no Hub models match author={author!r} search={search!r}", "check the spelling, or pass sources directly")
+        if not names:
+            raise UsageError("no SOURCE given", "pass a folder, a repo id, example:zlab-dflash2, or --author")
+        if token and "HF_TOKEN" not in os.environ:
+            stderr_console(no_color).print("[yellow]warning:[/yellow] --token on the command line is visible to other users; prefer HF_TOKEN")
+        target_spec = load_target(target, revision=target_revision, token=token, timeout=timeout) if target else None
+
+        def run(name: str) -> InspectReport | DflashToolsError:
+            try:
+                loaded = load_checkpoint(name, revision=revision, token=token, timeout=timeout)
+                return inspect_loaded(loaded, target=target_spec, num_speculative_tokens=num_speculative_tokens)
+            except DflashToolsError as exc:
+                return exc
+
+        if len(names) == 1:
+            results: list[InspectReport | DflashToolsError] = [run(names[0])]
+            if isinstance(results[0], DflashToolsError):
+                raise results[0]
+        else:
+            with ThreadPoolExecutor(max_workers=min(jobs, len(names))) as pool:
+                results = list(pool.map(run, names))
+
+        code = _exit_code(results, fail_on)
+        if fmt is OutputFormat.JSON:
+            documents = [_document(name, result, tensors) for name, result in zip(names, results, strict=True)]
+            write_json(documents[0] if len(documents) == 1 else documents)
+        elif len(results) == 1:
+            report = results[0]
+            assert isinstance(report, InspectReport)
+            render_report(report, show_tensors=tensors, quiet=quiet, no_color=no_color, target_spec=target_spec)
+        else:
+            render_summary(names, results, no_color=no_color)
+        raise typer.Exit(code)
+
+
+def _exit_code(results: list[InspectReport | DflashToolsError], fail_on: Severity) -> int:
+    if any(isinstance(r, DflashToolsError) for r in results):
+        return EXIT_USAGE
+    failing = {Severity.ERROR} if fail_on is Severity.ERROR else {Severity.ERROR, Severity.WARNING}
+    if fail_on is Severity.INFO:
+        failing = set(Severity)
+    reports = [r for r in results if isinstance(r, InspectReport)]
+    return EXIT_FINDINGS if any(f.severity in failing for r in reports for f in r.findings) else EXIT_OK
+
+
+def _document(name: str, result: InspectReport | DflashToolsError, tensors: bool) -> dict[str, Any]:
+    if isinstance(result, InspectReport):
+        return result.to_dict(include_tensors=tensors)
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "source": name,
+        "error": {"message": result.message, "hint": result.hint},
+        "ok": False,
+    }
+
+
+def _geometry_line(report: InspectReport) -> str:
+    g = report.geometry
+    if g is None:
+        return "[red]unknown[/red] (no valid block_size)"
+    k_note = "requested" if g.speculative_tokens_requested else "= K_max"
+    return (
+        f"block_size {g.block_size} · {g.layout} (sample_from_anchor={str(g.sample_from_anchor).lower()}, "
+        f"{g.sample_from_anchor_source.value}) · K_max {g.max_speculative_tokens} · "
+        f"K {g.num_speculative_tokens} ({k_note}) → {g.num_query_tokens} query positions"
+    )
+
+
+def render_report(
+    report: InspectReport,
+    *,
+    show_tensors: bool = False,
+    quiet: bool = False,
+    no_color: bool = False,
+    target_spec: TargetSpec | None = None,
+) -> None:
+    console = stdout_console(no_color)
+    doc = report.to_dict()
+    if not quiet:
+        title = safe_text(report.loaded.source)
+        where = safe_text(report.loaded.location)
+        if report.loaded.commit:
+            where += f" @ {safe_text(report.loaded.commit[:12])}"
+        console.print(f"[bold]{title}[/bold]  [dim]{where}[/dim]")
+        grid = Table.grid(padding=(0, 2))
+        grid.add_column(style="bold")
+        grid.add_column()
+        desc = report.description
+        if desc is not None:
+            grid.add_row("dialect", f"{desc.dialect.value}  (algorithm {desc.algorithm.value})")
+            grid.add_row("geometry", _geometry_line(report))
+            d = desc.decoder
+            grid.add_row(
+                "model",
+                f"hidden {d.hidden_size} · {d.num_hidden_layers} layers · heads {d.num_attention_heads}/"
+                f"{d.num_key_value_heads}×{d.head_dim} · intermediate {d.intermediate_size} · vocab {d.vocab_size}"
+                + (f" (draft {desc.draft_vocab_size})" if desc.reduced_vocabulary else ""),
+            )
+            grid.add_row(
+                "target layers",
+                f"{desc.target_layer_ids} (z-lab convention, from {safe_text(desc.target_layer_ids_key)})"
+                + (f" · num_target_layers {desc.num_target_layers}" if desc.num_target_layers else "")
+                + (f" · mask_token_id {desc.mask_token_id}" if desc.mask_token_id is not None else ""),
+            )
+            if desc.dflash2 is not None:
+                s = desc.dflash2
+                grid.add_row(
+                    "dflash2",
+                    f"conv taps {s.conv_kernel_size} · group {s.conv_group_size} · selector rank {s.selector_rank} top-{s.selector_top_k}",
+                )
+        else:
+            grid.add_row("dialect", "[red]not recognized[/red]")
+        tensor_doc = doc.get("tensors")
+        if tensor_doc:
+            dtypes = ", ".join(f"{safe_text(k)}×{v}" for k, v in tensor_doc["dtypes"].items())
+            expected = doc.get("expected_tensors")
+            exp = f" (config implies {expected['count']} required, {expected['parameters']:,} params)" if expected else ""
+            grid.add_row(
+                "tensors",
+                f"{tensor_doc['count']} tensors · {tensor_doc['parameters']:,} params · {human_bytes(tensor_doc['bytes'])} · "
+                f"{dtypes} · {tensor_doc['files']} file(s), {human_bytes(tensor_doc['header_bytes_read'])} of headers read{exp}",
+            )
+        else:
+            grid.add_row("tensors", "[yellow]not inspected[/yellow]")
+        if target_spec is not None:
+            grid.add_row(
+                "target",
+                f"{safe_text(target_spec.source)}: {target_spec.num_hidden_layers} layers · hidden {target_spec.hidden_size} · vocab {target_spec.vocab_size}"
+                + (" (text_config of a multimodal model)" if target_spec.multimodal else ""),
+            )
+        if report.profile is not None:
+            status = "[green]matches[/green]" if report.profile.matches else "[yellow]departs from[/yellow]"
+            grid.add_row("profile", f"{status} the published {safe_text(report.profile.name)} layout (by {report.profile.matched_by})")
+        console.print(grid)
+    if show_tensors:
+        table = Table(title="tensors", show_lines=False)
+        for column in ("name", "dtype", "shape", "bytes", "file"):
+            table.add_column(column, overflow="fold")
+        for row in report.to_dict(include_tensors=True)["tensor_table"]:
+            table.add_row(safe_text(row["name"]), safe_text(row["dtype"]), str(row["shape"]), f"{row['bytes']:,}", safe_text(row["file"]))
+        console.print(table)
+    if report.findings:
+        table = Table(show_header=True, header_style="bold", expand=False)
+        table.add_column("code", no_wrap=True)
+        table.add_column("severity", no_wrap=True)
+        table.add_column("finding", overflow="fold")
+        for finding in report.findings:
+            style = SEVERITY_STYLE[finding.severity.value]
+            text = safe_text(finding.message)
+            if finding.hint:
+                text += f"\n[dim]→ {safe_text(finding.hint)}[/dim]"
+            table.add_row(finding.code, f"[{style}]{finding.severity.value}[/{style}]", text)
+        console.print(table)
+    counts = {s: sum(1 for f in report.findings if f.severity is s) for s in Severity}
+    summary = f"{counts[Severity.ERROR]} error(s), {counts[Severity.WARNING]} warning(s), {counts[Severity.INFO]} note(s)"
+    if report.ok:
+        console.print(f"[bold green]OK[/bold green]: {summary}")
+    else:
+        console.print(f"[bold red]FAIL[/bold red]: {summary}")
+
+
+def render_summary(names: list[str], results: list[InspectReport | DflashToolsError], *, no_color: bool = False) -> None:
+    console = stdout_console(no_color)
+    table = Table(show_header=True, header_style="bold")
+    for column in ("source", "dialect", "B", "layout", "K_max", "Q", "tensors", "params", "errors", "warnings", "codes"):
+        table.add_column(column, overflow="fold")
+    for name, result in zip(names, results, strict=True):
+        if isinstance(result, DflashToolsError):
+            table.add_row(safe_text(name), "[red]unreadable[/red]", "", "", "", "", "", "", "", "", safe_text(result.message))
+            continue
+        g = result.geometry
+        doc = result.to_dict()
+        tensors = doc.get("tensors") or {}
+        errors = sum(1 for f in result.findings if f.severity is Severity.ERROR)
+        warnings = sum(1 for f in result.findings if f.severity is Severity.WARNING)
+        table.add_row(
+            safe_text(name),
+            safe_text(doc.get("dialect") or "?"),
+            str(g.block_size) if g else "?",
+            f"{g.layout} ({g.sample_from_anchor_source.value})" if g else "?",
+            str(g.max_speculative_tokens) if g else "?",
+            str(g.num_query_tokens) if g else "?",
+            str(tensors.get("count", "-")),
+            f"{tensors['parameters']:,}" if tensors else "-",
+            f"[red]{errors}[/red]" if errors else "0",
+            f"[yellow]{warnings}[/yellow]" if warnings else "0",
+            " ".join(sorted({f.code for f in result.findings})),
+        )
+    console.print(table)
+    bad = sum(1 for r in results if isinstance(r, DflashToolsError) or not r.ok)
+    console.print(f"{len(results)} source(s), {bad} with errors or unreadable")

@@ -1,0 +1,213 @@
+"""Typed access to untrusted config dicts: wrong types become findings, never exceptions."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from dflash_tools.description import DecoderSpec
+from dflash_tools.findings import Finding, make_finding
+
+_MISSING = object()
+
+
+class ConfigInvalid(Exception):
+    """The config lacks what is needed to describe the draft at all (e.g. hidden_size)."""
+
+    def __init__(self, findings: list[Finding]) -> None:
+        super().__init__("; ".join(f.message for f in findings))
+        self.findings = findings
+
+
+def is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def is_number(value: Any) -> bool:
+    return (isinstance(value, int | float) and not isinstance(value, bool)) and math.isfinite(value)
+
+
+@dataclass
+class ConfigView:
+    """A dict plus the dotted path it sits at, collecting DFT006 findings as values are read."""
+
+    data: dict[str, Any]
+    prefix: str = ""
+    findings: list[Finding] = field(default_factory=list)
+
+    def path(self, key: str) -> str:
+        return f"{self.prefix}{key}"
+
+    def has(self, key: str) -> bool:
+        return key in self.data
+
+    def raw(self, key: str, default: Any = None) -> Any:
+        return self.data.get(key, default)
+
+    def sub(self, key: str) -> ConfigView | None:
+        """A nested object, or None when absent; a non-object value is a finding."""
+        value = self.data.get(key, _MISSING)
+        if value is _MISSING or value is None:
+            return None
+        if not isinstance(value, dict):
+            self._bad(key, value, "an object")
+            return None
+        return ConfigView(value, f"{self.path(key)}.", self.findings)
+
+    def _bad(self, key: str, value: Any, expected: str) -> None:
+        self.findings.append(
+            make_finding(
+                "DFT006",
+                f"{self.path(key)} is {_short(value)}, expected {expected}",
+                f"fix {self.path(key)} in config.json",
+                keys=(self.path(key),),
+                values={self.path(key): _jsonable(value)},
+            )
+        )
+
+    def int(self, key: str, default: int | None = None, *, minimum: int | None = 1) -> int | None:
+        value = self.data.get(key, _MISSING)
+        if value is _MISSING or value is None:
+            return default
+        if not is_int(value) or (minimum is not None and value < minimum):
+            self._bad(key, value, "an integer" + (f" >= {minimum}" if minimum is not None else ""))
+            return default
+        return int(value)
+
+    def number(self, key: str, default: float | None = None) -> float | None:
+        value = self.data.get(key, _MISSING)
+        if value is _MISSING or value is None:
+            return default
+        if not is_number(value):
+            self._bad(key, value, "a finite number")
+            return default
+        return float(value)
+
+    def bool(self, key: str, default: bool | None = None) -> bool | None:
+        value = self.data.get(key, _MISSING)
+        if value is _MISSING or value is None:
+            return default
+        if not isinstance(value, bool):
+            self._bad(key, value, "true or false")
+            return default
+        return value
+
+    def str(self, key: str, default: str | None = None) -> str | None:
+        value = self.data.get(key, _MISSING)
+        if value is _MISSING or value is None:
+            return default
+        if not isinstance(value, str):
+            self._bad(key, value, "a string")
+            return default
+        return value
+
+    def int_list(self, key: str, *, minimum: int | None = 0) -> list[int] | None:
+        value = self.data.get(key, _MISSING)
+        if value is _MISSING or value is None:
+            return None
+        if not isinstance(value, list) or not all(
+            is_int(v) and (minimum is None or v >= minimum) for v in value
+        ):
+            self._bad(key, value, "a list of integers" + (f" >= {minimum}" if minimum is not None else ""))
+            return None
+        return [int(v) for v in value]
+
+    def str_list(self, key: str) -> list[str] | None:
+        value = self.data.get(key, _MISSING)
+        if value is _MISSING or value is None:
+            return None
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            self._bad(key, value, "a list of strings")
+            return None
+        return list(value)
+
+    def require(self, key: str, got: Any) -> None:
+        if got is None:
+            self.findings.append(
+                make_finding(
+                    "DFT006",
+                    f"{self.path(key)} is missing or invalid",
+                    f"set {self.path(key)} in config.json",
+                    keys=(self.path(key),),
+                )
+            )
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _jsonable(value: Any) -> Any:
+    if value is None or isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else repr(value)
+    return _short(value)
+
+
+def read_decoder(view: ConfigView, fallback: ConfigView | None = None) -> DecoderSpec:
+    """Qwen3-style decoder fields from `view` (falling back to `fallback` key by key)."""
+
+    def pick(key: str) -> ConfigView:
+        if view.has(key) or fallback is None or not fallback.has(key):
+            return view
+        return fallback
+
+    hidden = pick("hidden_size").int("hidden_size")
+    layers = pick("num_hidden_layers").int("num_hidden_layers")
+    heads = pick("num_attention_heads").int("num_attention_heads")
+    intermediate = pick("intermediate_size").int("intermediate_size")
+    vocab = pick("vocab_size").int("vocab_size")
+    for key, got in (
+        ("hidden_size", hidden),
+        ("num_hidden_layers", layers),
+        ("num_attention_heads", heads),
+        ("intermediate_size", intermediate),
+        ("vocab_size", vocab),
+    ):
+        pick(key).require(key, got)
+    if None in (hidden, layers, heads, intermediate, vocab):
+        raise ConfigInvalid([f for f in view.findings if f.code == "DFT006"])
+    assert hidden is not None and layers is not None and heads is not None
+    assert intermediate is not None and vocab is not None
+    kv_heads = pick("num_key_value_heads").int("num_key_value_heads", heads)
+    head_dim = pick("head_dim").int("head_dim", hidden // heads if hidden % heads == 0 else None)
+    if head_dim is None:
+        view.require("head_dim", None)
+        raise ConfigInvalid([f for f in view.findings if f.code == "DFT006"])
+    layer_types = pick("layer_types").str_list("layer_types")
+    rope: dict[str, Any] = {}
+    rope_view = pick("rope_parameters").sub("rope_parameters")
+    if rope_view is not None:
+        rope = dict(rope_view.data)
+    for legacy in ("rope_theta", "rope_scaling"):
+        source = pick(legacy)
+        if source.has(legacy) and legacy not in rope and source.raw(legacy) is not None:
+            rope[legacy] = source.raw(legacy)
+    return DecoderSpec(
+        hidden_size=hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=kv_heads or heads,
+        head_dim=head_dim,
+        intermediate_size=intermediate,
+        vocab_size=vocab,
+        attention_bias=bool(pick("attention_bias").bool("attention_bias", False)),
+        layer_types=layer_types,
+        sliding_window=pick("sliding_window").int("sliding_window"),
+        rope=rope,
+        rms_norm_eps=pick("rms_norm_eps").number("rms_norm_eps"),
+        model_type=pick("model_type").str("model_type"),
+    )
+
+
+def architectures(config: dict[str, Any]) -> list[str]:
+    value = config.get("architectures")
+    if isinstance(value, list):
+        return [v for v in value if isinstance(v, str)]
+    if isinstance(value, str):
+        return [value]
+    return []
+

@@ -1,0 +1,64 @@
+"""Native DSpark (DeepSeek `Qwen3DSparkModel`, RadixArk `DSparkDraftModel`): flat keys.
+
+No `sample_from_anchor` key means anchor-first (true). `target_layer_ids` are 0-based, and -1 is
+the embedding output.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from dflash_tools.description import Algorithm, Dialect, DraftDescription, DSparkSpec
+from dflash_tools.dialects._common import ConfigInvalid, ConfigView, architectures, read_decoder
+from dflash_tools.geometry import Geometry
+
+DIALECTS = (Dialect.DSPARK_NATIVE,)
+MARKERS = "architectures [Qwen3DSparkModel], [Gemma4DSparkModel] or [DSparkDraftModel]"
+_ARCHITECTURES = {"Qwen3DSparkModel", "Gemma4DSparkModel", "DSparkDraftModel"}
+
+
+def detect(config: dict[str, Any]) -> Dialect | None:
+    if "speculators_model_type" in config:
+        return None
+    return Dialect.DSPARK_NATIVE if _ARCHITECTURES & set(architectures(config)) else None
+
+
+def read(config: dict[str, Any], dialect: Dialect) -> DraftDescription:
+    top = ConfigView(config)
+    decoder = read_decoder(top)
+    ids = top.int_list("target_layer_ids", minimum=-1)
+    if ids is None:
+        top.require("target_layer_ids", None)
+        raise ConfigInvalid(top.findings)
+    markov_rank = top.int("markov_rank", 0, minimum=0) or 0
+    return DraftDescription(
+        dialect=dialect,
+        algorithm=Algorithm.DSPARK,
+        decoder=decoder,
+        target_layer_ids=ids,
+        target_layer_ids_key="target_layer_ids",
+        mask_token_id=top.int("mask_token_id", minimum=0),
+        mask_token_id_key="mask_token_id" if "mask_token_id" in config else None,
+        draft_vocab_size=top.int("draft_vocab_size") or decoder.vocab_size,
+        block_size_values={"block_size": config["block_size"]} if "block_size" in config else {},
+        sample_from_anchor_values=(
+            {"sample_from_anchor": config["sample_from_anchor"]} if "sample_from_anchor" in config else {}
+        ),
+        num_target_layers=top.int("num_target_layers"),
+        dspark=DSparkSpec(
+            markov_rank=markov_rank,
+            markov_head_type=top.str("markov_head_type", "vanilla") or "vanilla",
+            enable_confidence_head=bool(top.bool("enable_confidence_head", False)),
+            confidence_head_with_markov=bool(top.bool("confidence_head_with_markov", False)),
+        ),
+        raw_config=config,
+        reader_findings=top.findings,
+    )
+
+
+def normalize(config: dict[str, Any], geometry: Geometry) -> dict[str, Any]:
+    out = copy.deepcopy(config)
+    out["block_size"] = geometry.block_size
+    out["sample_from_anchor"] = geometry.sample_from_anchor
+    return out

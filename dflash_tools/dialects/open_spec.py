@@ -1,0 +1,68 @@
+"""Open Spec Config (`open_spec_config_version`): detected and read for geometry.
+
+It stores K, not B (`speculative_config.speculative_tokens`; B = K + (not SFA)), and names the
+layer-id convention explicitly with `target_layer_start_idx` (z-lab id = id - start_idx).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from dflash_tools.description import Algorithm, Dialect, DraftDescription
+from dflash_tools.dialects._common import ConfigInvalid, ConfigView, read_decoder
+from dflash_tools.geometry import Geometry
+
+DIALECTS = (Dialect.OPEN_SPEC,)
+MARKERS = "open_spec_config_version with speculative_config"
+
+
+def detect(config: dict[str, Any]) -> Dialect | None:
+    return Dialect.OPEN_SPEC if "open_spec_config_version" in config else None
+
+
+def read(config: dict[str, Any], dialect: Dialect) -> DraftDescription:
+    top = ConfigView(config)
+    decoder = read_decoder(top)
+    spec = top.sub("speculative_config") or ConfigView({}, "speculative_config.", top.findings)
+    ids = spec.int_list("target_layer_ids")
+    if ids is None:
+        spec.require("target_layer_ids", None)
+        raise ConfigInvalid(top.findings)
+    start = spec.int("target_layer_start_idx", 0, minimum=0) or 0
+    method = spec.str("method", "dflash") or "dflash"
+    algorithm = Algorithm.DFLASH2 if method == "dflash2" else Algorithm.DFLASH
+    tokens = spec.raw("speculative_tokens")
+    verifier_raw = spec.raw("verifier")
+    verifier_name = spec.str("verifier") if not isinstance(verifier_raw, dict) else None
+    if isinstance(verifier_raw, dict):
+        verifier = spec.sub("verifier")
+        verifier_name = verifier.str("name_or_path") if verifier is not None else None
+    return DraftDescription(
+        dialect=dialect,
+        algorithm=algorithm,
+        decoder=decoder,
+        target_layer_ids=[i - start for i in ids],
+        target_layer_ids_key="speculative_config.target_layer_ids",
+        mask_token_id=spec.int("mask_token_id", minimum=0),
+        mask_token_id_key="speculative_config.mask_token_id" if spec.has("mask_token_id") else None,
+        draft_vocab_size=spec.int("draft_vocab_size") or decoder.vocab_size,
+        sample_from_anchor_values=(
+            {"speculative_config.sample_from_anchor": spec.raw("sample_from_anchor")}
+            if spec.has("sample_from_anchor")
+            else {}
+        ),
+        proposal_speculative_tokens=[tokens] if tokens is not None else None,
+        sliding_window_non_causal=spec.bool("sliding_window_non_causal"),
+        verifier_name=verifier_name,
+        raw_config=config,
+        reader_findings=top.findings,
+    )
+
+
+def normalize(config: dict[str, Any], geometry: Geometry) -> dict[str, Any]:
+    out = copy.deepcopy(config)
+    spec = out.setdefault("speculative_config", {})
+    spec["speculative_tokens"] = geometry.max_speculative_tokens
+    spec["sample_from_anchor"] = geometry.sample_from_anchor
+    return out

@@ -1,0 +1,131 @@
+"""z-lab native dialects: DFlash (`DFlashDraftModel`) and DFlash2 (`DFlash2DraftModel`).
+
+Decoder fields sit at the top level; algorithm keys in `dflash_config`. Older DFlash releases keep
+`block_size` at the top level, newer ones in `dflash_config`; vLLM 0.33.0 reads
+`sample_from_anchor` and the DFlash2 keys only from `dflash_config`.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from dflash_tools.description import (
+    Algorithm,
+    DFlash2Spec,
+    Dialect,
+    DraftDescription,
+)
+from dflash_tools.dialects._common import ConfigInvalid, ConfigView, architectures, read_decoder
+from dflash_tools.geometry import Geometry
+
+DIALECTS = (Dialect.ZLAB_DFLASH, Dialect.ZLAB_DFLASH2)
+MARKERS = "architectures [DFlashDraftModel] or [DFlash2DraftModel] with dflash_config"
+
+# Defaults of the z-lab DFlash2 code for keys a config may omit.
+DFLASH2_DEFAULTS = {"conv_kernel_size": 2, "conv_group_size": 16, "selector_rank": 256, "selector_top_k": 16}
+DFLASH2_SCALARS = ("input_embedding_scale", "output_multiplier", "final_logit_softcapping")
+
+
+def detect(config: dict[str, Any]) -> Dialect | None:
+    if "speculators_model_type" in config or "open_spec_config_version" in config:
+        return None
+    archs = architectures(config)
+    if "DFlash2DraftModel" in archs:
+        return Dialect.ZLAB_DFLASH2
+    if "DFlashDraftModel" in archs:
+        return Dialect.ZLAB_DFLASH
+    return None
+
+
+def read(config: dict[str, Any], dialect: Dialect) -> DraftDescription:
+    top = ConfigView(config)
+    dflash = top.sub("dflash_config") or ConfigView({}, "dflash_config.", top.findings)
+    decoder = read_decoder(top)
+
+    layer_ids = dflash.int_list("target_layer_ids")
+    layer_key = "dflash_config.target_layer_ids"
+    if layer_ids is None and top.has("target_layer_ids"):
+        layer_ids = top.int_list("target_layer_ids")
+        layer_key = "target_layer_ids"
+    if layer_ids is None:
+        dflash.require("target_layer_ids", None)
+        raise ConfigInvalid(top.findings)
+
+    mask_key: str | None = "dflash_config.mask_token_id"
+    mask = dflash.int("mask_token_id", minimum=0)
+    if mask is None and top.has("mask_token_id"):
+        mask, mask_key = top.int("mask_token_id", minimum=0), "mask_token_id"
+    if mask is None:
+        mask_key = None
+
+    block_values = {}
+    if top.has("block_size"):
+        block_values["block_size"] = top.raw("block_size")
+    if dflash.has("block_size"):
+        block_values["dflash_config.block_size"] = dflash.raw("block_size")
+    sfa_values = {}
+    if dflash.has("sample_from_anchor"):
+        sfa_values["dflash_config.sample_from_anchor"] = dflash.raw("sample_from_anchor")
+    if top.has("sample_from_anchor"):
+        sfa_values["sample_from_anchor"] = top.raw("sample_from_anchor")
+
+    algorithm = Algorithm.DFLASH2 if dialect is Dialect.ZLAB_DFLASH2 else Algorithm.DFLASH
+    dflash2 = None
+    if algorithm is Algorithm.DFLASH2:
+        dflash2 = read_dflash2_keys(dflash)
+
+    return DraftDescription(
+        dialect=dialect,
+        algorithm=algorithm,
+        decoder=decoder,
+        target_layer_ids=layer_ids,
+        target_layer_ids_key=layer_key,
+        mask_token_id=mask,
+        mask_token_id_key=mask_key,
+        draft_vocab_size=decoder.vocab_size,
+        block_size_values=block_values,
+        sample_from_anchor_values=sfa_values,
+        num_target_layers=top.int("num_target_layers") or dflash.int("num_target_layers"),
+        target_hidden_size=dflash.int("target_hidden_size") or top.int("target_hidden_size"),
+        is_causal=top.bool("is_causal"),
+        dflash2=dflash2,
+        raw_config=config,
+        reader_findings=top.findings,
+    )
+
+
+def read_dflash2_keys(view: ConfigView) -> DFlash2Spec:
+    """DFlash2 conv/selector keys and optional scalars from one flat view."""
+    values = {key: view.int(key, default) for key, default in DFLASH2_DEFAULTS.items()}
+    scale = view.number("input_embedding_scale")
+    multiplier = view.number("output_multiplier")
+    softcap = view.number("final_logit_softcapping")
+    return DFlash2Spec(
+        conv_kernel_size=values["conv_kernel_size"] or DFLASH2_DEFAULTS["conv_kernel_size"],
+        conv_group_size=values["conv_group_size"] or DFLASH2_DEFAULTS["conv_group_size"],
+        selector_rank=values["selector_rank"] or DFLASH2_DEFAULTS["selector_rank"],
+        selector_top_k=values["selector_top_k"] or DFLASH2_DEFAULTS["selector_top_k"],
+        input_embedding_scale=scale,
+        output_multiplier=multiplier,
+        final_logit_softcapping=softcap,
+    )
+
+
+def normalize(config: dict[str, Any], geometry: Geometry) -> dict[str, Any]:
+    """Write B and SFA in every place an engine reads them; leave everything else as it was.
+
+    Top-level `block_size` (older z-lab code, llama.cpp converters) and `dflash_config.block_size`
+    (newer z-lab code) both get the value; `dflash_config.sample_from_anchor` is what vLLM reads,
+    the top-level mirror is for tools that read flat keys.
+    """
+    out = copy.deepcopy(config)
+    out["block_size"] = geometry.block_size
+    out["sample_from_anchor"] = geometry.sample_from_anchor
+    dflash = out.get("dflash_config")
+    if not isinstance(dflash, dict):
+        dflash = {}
+        out["dflash_config"] = dflash
+    dflash["block_size"] = geometry.block_size
+    dflash["sample_from_anchor"] = geometry.sample_from_anchor
+    return out

@@ -1,0 +1,335 @@
+"""Resolve a source (local folder, single file, bundled example, Hub repo) into config + headers.
+
+This is the only layer that touches the file system or the network for reading. Everything it
+returns is data: the parsed config dict, the tensor headers and the findings about the files
+themselves (DFT001, DFT003, DFT004, DFT005). Weights are never read.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from dflash_tools.errors import SourceError
+from dflash_tools.findings import Finding, make_finding
+from dflash_tools.safetensors_header import (
+    SafetensorsHeaderError,
+    ShardHeader,
+    TensorHeader,
+    read_local_header,
+)
+
+INDEX_NAME = "model.safetensors.index.json"
+CONFIG_NAME = "config.json"
+EXAMPLE_PREFIX = "example:"
+_REPO_ID = re.compile(r"^(hf://)?[A-Za-z0-9][A-Za-z0-9_.\-]*/[A-Za-z0-9][A-Za-z0-9_.\-]*$")
+
+
+@dataclass
+class LoadedCheckpoint:
+    """Everything `inspect` knows about a source after reading config and headers."""
+
+    source: str
+    kind: str  # "local" | "hub" | "example"
+    location: str  # resolved path, or repo id with revision
+    config: dict[str, Any] | None
+    config_text: str | None
+    shards: list[ShardHeader] = field(default_factory=list)
+    tensors: dict[str, TensorHeader] = field(default_factory=dict)
+    findings: list[Finding] = field(default_factory=list)
+    weights_inspected: bool = True
+    local_dir: Path | None = None
+    revision: str | None = None
+    commit: str | None = None
+    bytes_read: int = 0
+
+
+def examples_dir() -> Path:
+    return Path(__file__).parent / "examples"
+
+
+def list_examples() -> list[str]:
+    root = examples_dir()
+    return sorted(p.name for p in root.iterdir() if (p / CONFIG_NAME).is_file()) if root.is_dir() else []
+
+
+def looks_like_repo_id(source: str) -> bool:
+    return bool(_REPO_ID.match(source))
+
+
+def load_checkpoint(
+    source: str,
+    *,
+    revision: str | None = None,
+    token: str | None = None,
+    timeout: float | None = None,
+) -> LoadedCheckpoint:
+    """Read a checkpoint's config and tensor headers from wherever `source` points.
+
+    Raises SourceError when the source cannot be found or reached; a source that exists but is
+    broken comes back with findings instead.
+    """
+    if source.startswith(EXAMPLE_PREFIX):
+        name = source[len(EXAMPLE_PREFIX) :]
+        path = examples_dir() / name
+        if not name or not (path / CONFIG_NAME).is_file():
+            raise SourceError(
+                f"no bundled example named {name!r}",
+                "bundled examples: " + ", ".join(EXAMPLE_PREFIX + e for e in list_examples()),
+            )
+        loaded = load_local(path, source=source)
+        loaded.kind = "example"
+        return loaded
+    path = Path(source).expanduser()
+    if path.exists() or path.is_symlink():
+        if revision is not None:
+            raise SourceError(f"--revision {revision} given for a local path {source}", "drop --revision for local folders")
+        return load_local(path, source=source)
+    if looks_like_repo_id(source):
+        from dflash_tools.hub import load_hub_checkpoint
+
+        return load_hub_checkpoint(source.removeprefix("hf://"), revision=revision, token=token, timeout=timeout)
+    raise SourceError(
+        f"{source}: no such file or folder, and not a Hugging Face repo id (owner/name)",
+        "pass a checkpoint folder, a .safetensors or config.json file, a repo id like z-lab/Qwen3.8-27B-DFlash2, "
+        "or example:zlab-dflash2",
+    )
+
+
+def parse_config_text(text: str, file: str) -> tuple[dict[str, Any] | None, list[Finding]]:
+    """Parse config.json text; problems become DFT001 findings."""
+    try:
+        config = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        return None, [
+            make_finding(
+                "DFT001",
+                f"{file} is not valid JSON: {exc}",
+                "restore config.json from the original checkpoint (or re-download it)",
+                file=file,
+            )
+        ]
+    if not isinstance(config, dict):
+        return None, [
+            make_finding("DFT001", f"{file} holds a JSON {type(config).__name__}, not an object", "restore config.json", file=file)
+        ]
+    return config, []
+
+
+def read_config_file(path: Path, file: str = CONFIG_NAME) -> tuple[dict[str, Any] | None, str | None, list[Finding]]:
+    if not path.is_file():
+        return None, None, [
+            make_finding(
+                "DFT001",
+                f"{file} is missing",
+                "a draft checkpoint needs its config.json next to the weights",
+                file=file,
+            )
+        ]
+    try:
+        raw = path.read_bytes()
+        text = raw.decode("utf-8")
+    except OSError as exc:
+        return None, None, [make_finding("DFT001", f"{file} cannot be read: {exc.strerror or exc}", file=file)]
+    except UnicodeDecodeError as exc:
+        return None, None, [make_finding("DFT001", f"{file} is not UTF-8 text: {exc}", "restore config.json", file=file)]
+    config, findings = parse_config_text(text, file)
+    return config, text, findings
+
+
+def load_local(path: Path, *, source: str) -> LoadedCheckpoint:
+    """A folder, a single .safetensors file (config.json beside it) or a config.json alone."""
+    if path.is_dir():
+        folder = path
+        config, text, findings = read_config_file(folder / CONFIG_NAME)
+        loaded = LoadedCheckpoint(
+            source=source, kind="local", location=str(folder.resolve()), config=config, config_text=text,
+            findings=findings, local_dir=folder,
+        )
+        read_local_weights(folder, loaded)
+        return loaded
+    if not path.is_file():
+        raise SourceError(f"{source}: not a regular file or folder", "pass a checkpoint folder or file")
+    folder = path.parent
+    if path.suffix == ".safetensors":
+        config, text, findings = read_config_file(folder / CONFIG_NAME)
+        loaded = LoadedCheckpoint(
+            source=source, kind="local", location=str(path.resolve()), config=config, config_text=text,
+            findings=findings, local_dir=folder,
+        )
+        add_shard(loaded, lambda: read_local_header(path, path.name))
+        return loaded
+    if path.suffix == ".json":
+        config, text, findings = read_config_file(path, path.name)
+        loaded = LoadedCheckpoint(
+            source=source, kind="local", location=str(path.resolve()), config=config, config_text=text,
+            findings=findings, local_dir=folder, weights_inspected=False,
+        )
+        loaded.findings.append(
+            make_finding("DFT005", f"{path.name} given alone: tensor shapes were not checked", "pass the checkpoint folder to check tensors too")
+        )
+        return loaded
+    raise SourceError(
+        f"{source}: expected a checkpoint folder, a .safetensors file or a config.json",
+        "pass the folder that holds config.json and the weights",
+    )
+
+
+def add_shard(loaded: LoadedCheckpoint, read: Any) -> ShardHeader | None:
+    """Run a header read; a broken header becomes DFT003 instead of an exception."""
+    try:
+        shard: ShardHeader = read()
+    except SafetensorsHeaderError as exc:
+        loaded.findings.append(
+            make_finding(
+                "DFT003",
+                f"{exc.file}: {exc.reason}",
+                "the file is damaged or truncated: re-download or re-save it",
+                file=exc.file,
+            )
+        )
+        return None
+    loaded.shards.append(shard)
+    loaded.bytes_read += 8 + shard.header_length
+    for name, tensor in shard.tensors.items():
+        if name in loaded.tensors:
+            loaded.findings.append(
+                make_finding(
+                    "DFT003",
+                    f"tensor {name!r} is stored twice: in {loaded.tensors[name].file} and {shard.file}",
+                    "keep one copy (engines pick one arbitrarily)",
+                    keys=(name,),
+                    file=shard.file,
+                )
+            )
+            continue
+        loaded.tensors[name] = tensor
+    return shard
+
+
+def safe_shard_name(name: Any) -> str | None:
+    """The reason a shard name from an index is unsafe, or None when it is fine."""
+    if not isinstance(name, str) or not name:
+        return f"shard name {name!r} is not a file name"
+    if "\x00" in name or "\\" in name:
+        return f"shard name {name!r} has forbidden characters"
+    pure = PurePosixPath(name)
+    if pure.is_absolute() or re.match(r"^[A-Za-z]:", name):
+        return f"shard name {name!r} is an absolute path"
+    if ".." in pure.parts:
+        return f"shard name {name!r} escapes the checkpoint folder"
+    return None
+
+
+def read_index(folder: Path, loaded: LoadedCheckpoint, file: str = INDEX_NAME) -> dict[str, str] | None:
+    """The weight map of a shard index, validated; problems become DFT004 findings."""
+    path = folder / file
+    try:
+        index = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+        loaded.findings.append(make_finding("DFT004", f"{file} cannot be read as JSON: {exc}", "re-download the index", file=file))
+        return None
+    weight_map = index.get("weight_map") if isinstance(index, dict) else None
+    if not isinstance(weight_map, dict):
+        loaded.findings.append(make_finding("DFT004", f"{file} has no weight_map object", "re-download the index", keys=("weight_map",), file=file))
+        return None
+    valid: dict[str, str] = {}
+    for tensor, shard in weight_map.items():
+        problem = safe_shard_name(shard)
+        if problem:
+            loaded.findings.append(
+                make_finding("DFT004", f"{file}: tensor {tensor!r}: {problem}", "the index must name files inside the checkpoint folder", keys=(tensor,), file=file)
+            )
+            continue
+        valid[tensor] = shard
+    return valid
+
+
+def _inside(folder: Path, candidate: Path) -> bool:
+    try:
+        candidate.resolve().relative_to(folder.resolve())
+    except (ValueError, OSError):
+        return False
+    return True
+
+
+def read_local_weights(folder: Path, loaded: LoadedCheckpoint) -> None:
+    index_path = folder / INDEX_NAME
+    if index_path.is_file():
+        weight_map = read_index(folder, loaded)
+        if weight_map is None:
+            return
+        shard_names = sorted(set(weight_map.values()))
+        reported: set[str] = set()
+        for shard_name in shard_names:
+            shard_path = folder / shard_name
+            if not _inside(folder, shard_path):
+                loaded.findings.append(
+                    make_finding("DFT004", f"{INDEX_NAME} names {shard_name}, which resolves outside the checkpoint folder", "replace the link with the real file", file=shard_name)
+                )
+                reported.add(shard_name)
+                continue
+            if not shard_path.is_file():
+                loaded.findings.append(
+                    make_finding("DFT004", f"{INDEX_NAME} names {shard_name}, which does not exist", "download the missing shard", file=shard_name)
+                )
+                reported.add(shard_name)
+                continue
+            add_shard(loaded, lambda p=shard_path, n=shard_name: read_local_header(p, n))
+        check_index_against_shards(loaded, weight_map, reported)
+        return
+    files = sorted(p for p in folder.glob("*.safetensors") if p.is_file())
+    if not files:
+        loaded.weights_inspected = False
+        loaded.findings.append(
+            make_finding("DFT005", f"no *.safetensors files in {folder}", "download the weights to check tensor shapes too")
+        )
+        return
+    for path in files:
+        if not _inside(folder, path):
+            loaded.findings.append(make_finding("DFT004", f"{path.name} links outside the checkpoint folder", "replace the link with the real file", file=path.name))
+            continue
+        add_shard(loaded, lambda p=path: read_local_header(p, p.name))
+
+
+def check_index_against_shards(loaded: LoadedCheckpoint, weight_map: dict[str, str], unreadable: set[str]) -> None:
+    """Every indexed tensor must sit in the shard the index names, and every stored tensor be indexed."""
+    read_files = {s.file for s in loaded.shards}
+    for tensor, shard_name in weight_map.items():
+        if shard_name not in read_files or shard_name in unreadable:
+            continue
+        found = loaded.tensors.get(tensor)
+        if found is None or found.file != shard_name:
+            loaded.findings.append(
+                make_finding(
+                    "DFT004",
+                    f"{INDEX_NAME} puts {tensor!r} in {shard_name}, but that shard does not hold it",
+                    "regenerate the index from the shards",
+                    keys=(tensor,),
+                    file=shard_name,
+                )
+            )
+    for name, tensor_header in loaded.tensors.items():
+        if name not in weight_map:
+            loaded.findings.append(
+                make_finding(
+                    "DFT004",
+                    f"{tensor_header.file} holds {name!r}, which {INDEX_NAME} does not list (engines that follow the index never load it)",
+                    "regenerate the index from the shards",
+                    keys=(name,),
+                    file=tensor_header.file,
+                )
+            )
+
+
+def is_offline() -> bool:
+    try:
+        from huggingface_hub import constants
+
+        return bool(constants.HF_HUB_OFFLINE)
+    except Exception:  # pragma: no cover - huggingface_hub is a hard dependency
+        return os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0", "false", "False")
