@@ -41,6 +41,8 @@ def root(
 
 
 def register_commands() -> None:
-    from dflash_tools.cli import inspect_cmd
+    from dflash_tools.cli import convert_cmd, inspect_cmd, smoke_test_cmd
 
     inspect_cmd.register(app)
+    convert_cmd.register(app)
+    smoke_test_cmd.register(app)

@@ -1,0 +1,54 @@
+"""Shared test set-up: no network, no colour, a fixed terminal, real checkpoints on disk."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dflash_tools import testing
+
+# Set before anything imports huggingface_hub (it reads these once at import).
+os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+os.environ["NO_COLOR"] = "1"
+os.environ["COLUMNS"] = "200"
+os.environ.pop("HF_TOKEN", None)
+os.environ.pop("DFLASH_TOOLS_FORMAT", None)
+os.environ.pop("DFLASH_TOOLS_DEBUG", None)
+
+
+@pytest.fixture(autouse=True)
+def _isolated_hf_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test gets an empty Hugging Face home, so no test sees a real cache or login."""
+    home = tmp_path_factory.mktemp("hf_home")
+    monkeypatch.setenv("HF_HOME", str(home))
+    monkeypatch.setenv("HF_HUB_CACHE", str(home / "hub"))
+
+
+CheckpointFactory = Callable[..., Path]
+
+
+@pytest.fixture
+def make_checkpoint(tmp_path: Path) -> CheckpointFactory:
+    """make_checkpoint(dialect, spec=None, name=None, **kwargs) -> folder with a real checkpoint."""
+    counter = {"n": 0}
+
+    def factory(dialect: str, spec: testing.DraftSpec | None = None, name: str | None = None, **kwargs: Any) -> Path:
+        counter["n"] += 1
+        if spec is None:
+            spec = default_spec(dialect)
+        return testing.write_checkpoint(tmp_path / (name or f"{dialect}-{counter['n']}"), dialect, spec, **kwargs)
+
+    return factory
+
+
+def default_spec(dialect: str) -> testing.DraftSpec:
+    if "dspark" in dialect:
+        return testing.TINY_DSPARK
+    if "dflash2" in dialect:
+        return testing.TINY_DFLASH2
+    return testing.TINY
