@@ -27,7 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from huggingface_hub import constants, hf_hub_download, hf_hub_url, try_to_load_from_cache
@@ -67,7 +67,7 @@ from dflash_tools.source import (
 )
 
 if TYPE_CHECKING:
-    from huggingface_hub import HfApi
+    from huggingface_hub import HfApi, ModelInfo
 
 LIBRARY_NAME = "dflash-tools"
 
@@ -152,27 +152,34 @@ def load_hub_config(
     Multimodal configs are returned as they are (the caller picks `text_config`).
     """
     hub = _Hub(repo_id, revision, token, _effective_timeout(timeout))
+    data: bytes | None
     if is_offline():
-        entry = try_to_load_from_cache(repo_id, CONFIG_NAME, revision=revision)
-        if entry is None:
-            raise SourceError(
-                f"{hub.label}: {CONFIG_NAME} is not in the local Hugging Face cache and "
-                "HF_HUB_OFFLINE is set",
-                _offline_hint(hub),
-            )
-        if not isinstance(entry, str):
-            raise SourceError(
-                f"{hub.label} has no {CONFIG_NAME} (known from the local cache)",
-                "pass the repo id of the model itself (the one holding config.json)",
-            )
-        data: bytes | None = _read_cached_file(Path(entry), hub)
+        data = _cached_config(hub, "HF_HUB_OFFLINE is set")
     else:
-        with _hub_errors(hub, CONFIG_NAME):
-            data = _download_small_file(hub, CONFIG_NAME, revision)
+        # Resolve the commit first (one request, no retries): hf_hub_download alone would spend
+        # ~25 s in its own retry loop before admitting that the Hub is unreachable.
+        try:
+            info = _model_info(hub, files_metadata=False)
+        except OfflineModeIsEnabled:
+            data = _cached_config(hub, "HF_HUB_OFFLINE is set")
+        except _HUB_ERRORS as exc:
+            if not _is_unreachable(exc):
+                raise _to_source_error(exc, hub, "the repo info") from exc
+            try:
+                data = _cached_config(hub, "the Hub is unreachable")
+            except SourceError:
+                raise _to_source_error(exc, hub, "the repo info") from exc
+        else:
+            listing = None if info.siblings is None else {s.rfilename for s in info.siblings}
+            data = None
+            if listing is None or CONFIG_NAME in listing:
+                with _hub_errors(hub, CONFIG_NAME):
+                    data = _download_small_file(hub, CONFIG_NAME, info.sha or revision)
     if data is None:
         raise SourceError(
             f"{hub.label} has no {CONFIG_NAME}",
-            "pass the repo id of the model itself (the one holding config.json), or check --revision",
+            "pass the repo id of the model itself (the one holding config.json), "
+            "or check --revision",
         )
     name = f"{repo_id}/{CONFIG_NAME}"
     try:
@@ -194,9 +201,8 @@ def list_hub_models(
     limit: int = 200,
 ) -> list[str]:
     """Repo ids of the Hub models matching `author` and `search` (at most `limit`)."""
-    subject = " ".join(
-        part for part in (f"author={author}" if author else "", f"search={search}" if search else "") if part
-    ) or "all models"
+    filters = [f"author={author}" if author else "", f"search={search}" if search else ""]
+    subject = " ".join(part for part in filters if part) or "all models"
     if limit < 1:
         return []
     if is_offline():
@@ -220,24 +226,24 @@ def is_in_hf_cache(path: Path) -> bool:
     folder, or when it is a folder whose direct entries are symlinks into a `blobs/` folder
     (a snapshot copied elsewhere: writing through its links would corrupt the shared blobs).
     """
-    as_given = os.path.abspath(os.path.expanduser(path))
-    resolved = os.path.realpath(as_given)
-    for root in _cache_roots():
-        if _is_under(as_given, root) or _is_under(resolved, root):
-            return True
+    as_given = _absolute(Path(path))
+    resolved = Path(os.path.realpath(as_given))
+    roots = _cache_roots()
+    if any(p.is_relative_to(root) for p in (as_given, resolved) for root in roots):
+        return True
     for candidate in (as_given, resolved):
-        parts = PurePosixPath(Path(candidate).as_posix()).parts
+        parts = candidate.parts
         for i, part in enumerate(parts[:-1]):
             if part == "snapshots" and _COMMIT_HASH.match(parts[i + 1]):
                 return True
     if _links_into_blobs(as_given):
         return True
-    if os.path.isdir(as_given):
+    if as_given.is_dir():
         try:
-            with os.scandir(as_given) as entries:
-                return any(_links_into_blobs(entry.path) for entry in entries)
+            return any(_links_into_blobs(entry) for entry in as_given.iterdir())
         except OSError:
             return False
+    return False
     return False
 
 
@@ -288,13 +294,24 @@ def _api(token: str | None) -> HfApi:
     return HfApi(token=token, library_name=LIBRARY_NAME, library_version=_library_version())
 
 
-def _model_info(hub: _Hub) -> Any:
+def _model_info(hub: _Hub, *, files_metadata: bool = True) -> ModelInfo:
     return _api(hub.token).model_info(
-        hub.repo_id, revision=hub.revision, files_metadata=True, timeout=hub.timeout
+        hub.repo_id, revision=hub.revision, files_metadata=files_metadata, timeout=hub.timeout
     )
 
 
-def _load_online(hub: _Hub, info: Any) -> LoadedCheckpoint:
+def _cached_config(hub: _Hub, why: str) -> bytes | None:
+    """The cached config.json of the revision; None when the cache knows the repo has none."""
+    entry = try_to_load_from_cache(hub.repo_id, CONFIG_NAME, revision=hub.revision)
+    if entry is None:
+        raise SourceError(
+            f"{hub.label}: {why} and {CONFIG_NAME} is not in the local Hugging Face cache",
+            _offline_hint(hub),
+        )
+    return _read_cached_file(Path(entry), hub) if isinstance(entry, str) else None
+
+
+def _load_online(hub: _Hub, info: ModelInfo) -> LoadedCheckpoint:
     commit = info.sha if isinstance(info.sha, str) and info.sha else None
     # Every later request names the resolved commit, so a push in between cannot mix files of
     # two commits into one report.
@@ -569,7 +586,11 @@ def _ranged_get(
         else:  # 200: the server ignored the range and sends the file from byte 0
             skip = start
             length = response.headers.get("Content-Length")
-            if length is not None and length.isdigit() and "Content-Encoding" not in response.headers:
+            if (
+                length is not None
+                and length.isdigit()
+                and "Content-Encoding" not in response.headers
+            ):
                 total = int(length)
         data = bytearray()
         received = 0
@@ -656,12 +677,7 @@ def _load_from_cache(hub: _Hub, *, unreachable: BaseException | None) -> LoadedC
     why = "offline (HF_HUB_OFFLINE)" if unreachable is None else "the Hub is unreachable"
     commit = _cached_commit(hub)
     snapshot = _cached_snapshot(hub, commit)
-    config_entry = try_to_load_from_cache(hub.repo_id, CONFIG_NAME, revision=hub.revision)
-    if config_entry is None:
-        raise SourceError(
-            f"{hub.label}: {why} and {CONFIG_NAME} is not in the local Hugging Face cache",
-            _offline_hint(hub),
-        )
+    data = _cached_config(hub, why)
     loaded = LoadedCheckpoint(
         source=hub.repo_id,
         kind="hub",
@@ -671,7 +687,6 @@ def _load_from_cache(hub: _Hub, *, unreachable: BaseException | None) -> LoadedC
         revision=hub.revision,
         commit=commit,
     )
-    data = _read_cached_file(Path(config_entry), hub) if isinstance(config_entry, str) else None
     _set_config(loaded, data, hub)
 
     index_entry = try_to_load_from_cache(hub.repo_id, INDEX_NAME, revision=hub.revision)
@@ -793,7 +808,9 @@ def _to_source_error(
             "(or set HF_TOKEN / pass --token)",
         )
     if isinstance(exc, DisabledRepoError):
-        return SourceError(f"{repo} has been disabled on the Hub", "use another copy of the checkpoint")
+        return SourceError(
+            f"{repo} has been disabled on the Hub", "use another copy of the checkpoint"
+        )
     if isinstance(exc, RepositoryNotFoundError):
         return SourceError(
             f"{repo}: no such model repo on {endpoint} (or it is private and the token in use "
@@ -806,7 +823,9 @@ def _to_source_error(
             "pass an existing branch, tag or commit hash to --revision (default: main)",
         )
     if isinstance(exc, RemoteEntryNotFoundError):
-        return SourceError(f"{label}: {what} does not exist in the repo", "check the repo id and --revision")
+        return SourceError(
+            f"{label}: {what} does not exist in the repo", "check the repo id and --revision"
+        )
     if isinstance(exc, IncompleteSnapshotError):
         return SourceError(
             f"{label}: the cached snapshot is incomplete and the Hub cannot be used",
@@ -825,13 +844,17 @@ def _to_source_error(
             message = f"{label}: cannot reach {endpoint} for {what}"
         return SourceError(message + ", and it is not in the local cache", network_hint)
     if isinstance(exc, OfflineModeIsEnabled):
-        return SourceError(f"{label}: {what} is needed but HF_HUB_OFFLINE is set", _offline_hint(hub))
+        return SourceError(
+            f"{label}: {what} is needed but HF_HUB_OFFLINE is set", _offline_hint(hub)
+        )
     if isinstance(exc, EntryNotFoundError):
         return SourceError(f"{label}: {what} was not found", "check the repo id and --revision")
     if isinstance(exc, HfHubHTTPError):
         return _http_error(exc, subject, what)
     if isinstance(exc, (httpx.TimeoutException, TimeoutError)):
-        return SourceError(f"{subject}: the Hub did not answer within {timeout} for {what}", network_hint)
+        return SourceError(
+            f"{subject}: the Hub did not answer within {timeout} for {what}", network_hint
+        )
     if isinstance(exc, (httpx.TransportError, ConnectionError)):
         return SourceError(
             f"{subject}: cannot connect to {endpoint} for {what} ({type(exc).__name__})",
@@ -920,26 +943,22 @@ def _library_version() -> str:
         return "unknown"
 
 
-def _cache_roots() -> list[str]:
+def _absolute(path: Path) -> Path:
+    """Absolute and normalized, but with symlinks left as they are."""
+    return Path(os.path.normpath(path.expanduser().absolute()))
+
+
+def _cache_roots() -> list[Path]:
     roots = [constants.HF_HUB_CACHE]
     env = os.environ.get("HF_HUB_CACHE")
     if env:
         roots.append(env)
-    out: list[str] = []
+    out: list[Path] = []
     for root in roots:
-        absolute = os.path.abspath(os.path.expanduser(root))
-        out.extend({absolute, os.path.realpath(absolute)})
+        absolute = _absolute(Path(root))
+        out.extend({absolute, Path(os.path.realpath(absolute))})
     return out
 
 
-def _is_under(path: str, root: str) -> bool:
-    try:
-        return os.path.commonpath([path, root]) == root
-    except ValueError:
-        return False
-
-
-def _links_into_blobs(path: str) -> bool:
-    if not os.path.islink(path):
-        return False
-    return Path(os.path.realpath(path)).parent.name == "blobs"
+def _links_into_blobs(path: Path) -> bool:
+    return path.is_symlink() and Path(os.path.realpath(path)).parent.name == "blobs"

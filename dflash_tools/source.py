@@ -262,6 +262,8 @@ def read_local_weights(folder: Path, loaded: LoadedCheckpoint) -> None:
     if index_path.is_file():
         weight_map = read_index(folder, loaded)
         if weight_map is None:
+            # The index is unusable (already a DFT004); the shards themselves can still be checked.
+            _read_all_shards(folder, loaded)
             return
         shard_names = sorted(set(weight_map.values()))
         reported: set[str] = set()
@@ -282,6 +284,10 @@ def read_local_weights(folder: Path, loaded: LoadedCheckpoint) -> None:
             add_shard(loaded, lambda p=shard_path, n=shard_name: read_local_header(p, n))
         check_index_against_shards(loaded, weight_map, reported)
         return
+    _read_all_shards(folder, loaded)
+
+
+def _read_all_shards(folder: Path, loaded: LoadedCheckpoint) -> None:
     files = sorted(p for p in folder.glob("*.safetensors") if p.is_file())
     if not files:
         loaded.weights_inspected = False

@@ -80,7 +80,7 @@ def expected_tensors(desc: DraftDescription) -> list[ExpectedTensor]:
     else:
         out += [
             ExpectedTensor("lm_head.weight", (d.vocab_size, hidden), opt),
-            ExpectedTensor("d2t", (desc.draft_vocab_size,), forbidden, why="full vocabulary: vLLM has no draft_id_to_target_id to load it into"),
+            ExpectedTensor("d2t", (desc.draft_vocab_size,), forbidden, dtype="I64", why="full vocabulary: vLLM has no draft_id_to_target_id to load it into"),
             ExpectedTensor("t2d", (d.vocab_size,), opt, dtype="BOOL"),
         ]
     if desc.algorithm is Algorithm.DFLASH2 and desc.dflash2 is not None:
@@ -174,7 +174,7 @@ def compare(desc: DraftDescription, tensors: dict[str, TensorHeader]) -> list[Fi
                 make_finding(
                     "DFT021",
                     f"{tensor.name} is stored but not expected ({tensor.why})",
-                    "remove it: `dflash-tools convert SRC -o OUT` drops tensors the config does not use",
+                    "remove the tensor from the checkpoint (engines drop it or fail to load it)",
                     keys=(tensor.name,),
                     file=actual.file,
                 )

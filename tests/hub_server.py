@@ -80,6 +80,7 @@ class Request:
     path: str
     range: str | None
     query: dict[str, list[str]]
+    headers: dict[str, str] = field(default_factory=dict)  # lower-case names
 
 
 class HubServer:
@@ -144,7 +145,9 @@ class HubServer:
         httpd.block_on_close = False
         httpd.hub = self  # type: ignore[attr-defined]
         self._httpd = httpd
-        self._thread = threading.Thread(target=httpd.serve_forever, name="fake-hub", daemon=True)
+        self._thread = threading.Thread(
+            target=httpd.serve_forever, kwargs={"poll_interval": 0.02}, name="fake-hub", daemon=True
+        )
         self._thread.start()
         return self
 
@@ -180,7 +183,7 @@ class _Handler(BaseHTTPRequestHandler):
     def hub(self) -> HubServer:
         return self.server.hub  # type: ignore[attr-defined,no-any-return]
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+    def log_message(self, format: str, *args: Any) -> None:
         pass  # keep test output clean
 
     def do_GET(self) -> None:
@@ -195,7 +198,15 @@ class _Handler(BaseHTTPRequestHandler):
         parts = urlsplit(self.path)
         path = unquote(parts.path)
         query = parse_qs(parts.query)
-        self.hub._log(Request(self.command, path, self.headers.get("Range"), query))
+        self.hub._log(
+            Request(
+                self.command,
+                path,
+                self.headers.get("Range"),
+                query,
+                {k.lower(): v for k, v in self.headers.items()},
+            )
+        )
         for fragment, delay in list(self.hub.slow.items()):
             if fragment in self.path:
                 time.sleep(delay)
@@ -211,7 +222,9 @@ class _Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client gave up (timeout, or it had enough bytes)
 
-    def _json(self, status: int, payload: Any, send_body: bool, headers: dict[str, str] | None = None) -> None:
+    def _json(
+        self, status: int, payload: Any, send_body: bool, headers: dict[str, str] | None = None
+    ) -> None:
         body = json.dumps(payload).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
@@ -222,7 +235,9 @@ class _Handler(BaseHTTPRequestHandler):
         if send_body:
             self.wfile.write(body)
 
-    def _error(self, status: int, code: str | None, message: str, send_body: bool, **extra: str) -> None:
+    def _error(
+        self, status: int, code: str | None, message: str, send_body: bool, **extra: str
+    ) -> None:
         headers = {"X-Error-Message": message, **extra}
         if code:
             headers["X-Error-Code"] = code
@@ -266,7 +281,11 @@ class _Handler(BaseHTTPRequestHandler):
                 sibling["size"] = len(data)
                 sibling["blobId"] = hashlib.sha1(data).hexdigest()
                 if name.endswith(".safetensors"):
-                    sibling["lfs"] = {"size": len(data), "sha256": hashlib.sha256(data).hexdigest(), "pointerSize": 134}
+                    sibling["lfs"] = {
+                        "size": len(data),
+                        "sha256": hashlib.sha256(data).hexdigest(),
+                        "pointerSize": 134,
+                    }
             siblings.append(sibling)
         payload = {
             "_id": commit.sha[:24],
@@ -302,7 +321,9 @@ class _Handler(BaseHTTPRequestHandler):
             return
         data = commit.files.get(filename)
         if data is None:
-            self._error(404, "EntryNotFound", "Entry not found", send_body, **{"X-Repo-Commit": commit.sha})
+            self._error(
+                404, "EntryNotFound", "Entry not found", send_body, **{"X-Repo-Commit": commit.sha}
+            )
             return
         common = {
             "X-Repo-Commit": commit.sha,
@@ -312,7 +333,9 @@ class _Handler(BaseHTTPRequestHandler):
         }
         range_header = self.headers.get("Range")
         if range_header is None or self.hub.ignore_range or not send_body:
-            self._send_file(200, data, 0, len(data), common, repo_id, filename, send_body, partial=False)
+            self._send_file(
+                200, data, 0, len(data), common, repo_id, filename, send_body, partial=False
+            )
             return
         match = _RANGE.match(range_header.strip())
         if match is None:
@@ -334,7 +357,9 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if self.hub.short_ranges is not None:
             last = min(last, first + self.hub.short_ranges - 1)
-        self._send_file(206, data, first, last + 1, common, repo_id, filename, send_body, partial=True)
+        self._send_file(
+            206, data, first, last + 1, common, repo_id, filename, send_body, partial=True
+        )
 
     def _send_file(
         self,
@@ -364,6 +389,7 @@ class _Handler(BaseHTTPRequestHandler):
         step = 64 * 1024
         for offset in range(0, len(body), step):
             piece = body[offset : offset + step]
-            self.wfile.write(piece)
+            # Counted before the write: the client may be done before this thread runs again.
             self.hub._count(repo_id, filename, len(piece))
+            self.wfile.write(piece)
         self.wfile.flush()

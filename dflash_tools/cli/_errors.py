@@ -22,9 +22,10 @@ def debug_enabled() -> bool:
 
 def report_error(message: str, hint: str = "") -> None:
     console = stderr_console()
-    console.print(f"[bold red]error:[/bold red] {safe_text(message)}")
+    # soft_wrap: the message stays one line however narrow the terminal is.
+    console.print(f"[bold red]error:[/bold red] {safe_text(message)}", soft_wrap=True)
     if hint:
-        console.print(f"[dim]hint:[/dim] {safe_text(hint)}")
+        console.print(f"[dim]hint:[/dim] {safe_text(hint)}", soft_wrap=True)
 
 
 @contextmanager
