@@ -33,7 +33,9 @@ _CATALOGUE: tuple[CodeInfo, ...] = (
     CodeInfo("DFT006", Severity.ERROR, "config value has the wrong type or is out of range"),
     CodeInfo("DFT010", Severity.ERROR, "block_size missing, not a positive int, or two locations disagree"),
     CodeInfo("DFT011", Severity.WARNING, "sample_from_anchor not explicit (inferred or defaulted)"),
-    CodeInfo("DFT012", Severity.ERROR, "speculators speculative_tokens inconsistent with block_size and sample_from_anchor"),
+    CodeInfo(
+        "DFT012", Severity.ERROR, "speculators speculative_tokens inconsistent with block_size and sample_from_anchor"
+    ),
     CodeInfo("DFT013", Severity.ERROR, "requested K incompatible with the trained geometry (DFlash2: K != K_max)"),
     CodeInfo("DFT014", Severity.WARNING, "requested K above K_max (positions never trained)"),
     CodeInfo("DFT015", Severity.ERROR, "conv taps exceed block_size / group size does not divide hidden"),

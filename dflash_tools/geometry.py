@@ -272,9 +272,7 @@ def _sfa_not_explicit(desc: DraftDescription, sfa: bool, source: ValueSource) ->
     family = desc.dialect.family
     primary = _SFA_PRIMARY_KEY[family]
     if source is ValueSource.INFERRED and desc.sample_from_anchor_values:
-        why = (
-            f"found only at {', '.join(desc.sample_from_anchor_values)}; engines read {primary}"
-        )
+        why = f"found only at {', '.join(desc.sample_from_anchor_values)}; engines read {primary}"
     elif source is ValueSource.INFERRED:
         why = "absent; inferred from the proposal count (speculative_tokens = block_size - 1)"
     else:

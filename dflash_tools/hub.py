@@ -20,6 +20,7 @@ cached config, and the headers of whichever shards happen to be cached, read in 
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Callable, Iterator
@@ -27,7 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from huggingface_hub import constants, hf_hub_download, hf_hub_url, try_to_load_from_cache
@@ -75,6 +76,10 @@ LIBRARY_NAME = "dflash-tools"
 # for the largest DFlash2 draft), so one request almost always carries the whole header; a
 # larger header costs exactly one more request for the remainder.
 HEADER_PROBE_BYTES = 64 * 1024
+
+# Largest header read over the network (huggingface_hub's own limit for remote headers): a
+# corrupt length field must not turn a header read into a download of the weights.
+MAX_REMOTE_HEADER_BYTES = 25_000_000
 
 # Ranged requests per file before giving up on a server that keeps sending short bodies.
 MAX_RANGE_REQUESTS = 64
@@ -174,12 +179,11 @@ def load_hub_config(
             data = None
             if listing is None or CONFIG_NAME in listing:
                 with _hub_errors(hub, CONFIG_NAME):
-                    data = _download_small_file(hub, CONFIG_NAME, info.sha or revision)
+                    data = _download_small_file(hub, CONFIG_NAME, info.sha)
     if data is None:
         raise SourceError(
             f"{hub.label} has no {CONFIG_NAME}",
-            "pass the repo id of the model itself (the one holding config.json), "
-            "or check --revision",
+            "pass the repo id of the model itself (the one holding config.json), or check --revision",
         )
     name = f"{repo_id}/{CONFIG_NAME}"
     try:
@@ -244,7 +248,6 @@ def is_in_hf_cache(path: Path) -> bool:
         except OSError:
             return False
     return False
-    return False
 
 
 # --------------------------------------------------------------------------------------------
@@ -264,9 +267,7 @@ class _Hub:
         return f"{self.repo_id}@{self.revision or constants.DEFAULT_REVISION}"
 
     def headers(self) -> dict[str, str]:
-        headers = build_hf_headers(
-            token=self.token, library_name=LIBRARY_NAME, library_version=_library_version()
-        )
+        headers = build_hf_headers(token=self.token, library_name=LIBRARY_NAME, library_version=_library_version())
         # Byte ranges must address the file itself, never a compressed encoding of it.
         headers["Accept-Encoding"] = "identity"
         return headers
@@ -313,8 +314,8 @@ def _cached_config(hub: _Hub, why: str) -> bytes | None:
 
 def _load_online(hub: _Hub, info: ModelInfo) -> LoadedCheckpoint:
     commit = info.sha if isinstance(info.sha, str) and info.sha else None
-    # Every later request names the resolved commit, so a push in between cannot mix files of
-    # two commits into one report.
+    # Everything read after this belongs to the resolved commit, so a push in between cannot
+    # mix files of two commits into one report.
     pinned = commit or hub.revision
     listing: dict[str, int | None] | None = None
     if info.siblings is not None:
@@ -344,8 +345,7 @@ def _set_config(loaded: LoadedCheckpoint, data: bytes | None, hub: _Hub) -> None
             make_finding(
                 "DFT001",
                 f"{CONFIG_NAME} is missing from {hub.label}",
-                "a draft checkpoint needs its config.json next to the weights; check the repo "
-                "and --revision",
+                "a draft checkpoint needs its config.json next to the weights; check the repo and --revision",
                 file=CONFIG_NAME,
             )
         )
@@ -415,9 +415,7 @@ def _read_remote_weights(
             if others
             else "tensor shapes were not checked"
         )
-        loaded.findings.append(
-            make_finding("DFT005", f"no *.safetensors files at the root of {hub.label}", hint)
-        )
+        loaded.findings.append(make_finding("DFT005", f"no *.safetensors files at the root of {hub.label}", hint))
 
 
 def _missing_shard(loaded: LoadedCheckpoint, shard_name: str, hub: _Hub) -> None:
@@ -433,8 +431,6 @@ def _missing_shard(loaded: LoadedCheckpoint, shard_name: str, hub: _Hub) -> None
 
 def _parse_index(data: bytes, loaded: LoadedCheckpoint) -> dict[str, str] | None:
     """The weight map of a shard index, validated; problems become DFT004 findings."""
-    import json
-
     try:
         index = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
@@ -538,9 +534,16 @@ def _fetch_header(hub: _Hub, pinned: str | None, name: str, listed_size: int | N
         buffer += chunk
         if needed is None and len(buffer) >= 8:
             try:
-                needed = 8 + read_header_length(bytes(buffer[:8]), name, file_size)
+                length = read_header_length(bytes(buffer[:8]), name, file_size)
+                if length > MAX_REMOTE_HEADER_BYTES:
+                    raise SafetensorsHeaderError(
+                        name,
+                        f"header length {length} exceeds the {MAX_REMOTE_HEADER_BYTES}-byte limit "
+                        "for headers read over the network",
+                    )
             except SafetensorsHeaderError as exc:
                 return _Fetched(name, bytes(buffer), file_size, received, error=exc)
+            needed = 8 + length
         if needed is not None and len(buffer) >= needed:
             return _Fetched(name, bytes(buffer[:needed]), file_size, received)
         if file_size is not None and len(buffer) >= file_size:
@@ -552,9 +555,7 @@ def _fetch_header(hub: _Hub, pinned: str | None, name: str, listed_size: int | N
             read_header_length(bytes(buffer), name, file_size)
         except SafetensorsHeaderError as exc:
             return _Fetched(name, bytes(buffer), file_size, received, error=exc)
-    raise _IncompleteResponse(
-        f"got {len(buffer)} of {needed if needed is not None else 8} header bytes"
-    )
+    raise _IncompleteResponse(f"got {len(buffer)} of {needed if needed is not None else 8} header bytes")
 
 
 def _ranged_get(
@@ -578,19 +579,14 @@ def _ranged_get(
             match = _CONTENT_RANGE.match(response.headers.get("Content-Range", ""))
             if match is None or int(match.group(1)) != start:
                 raise _IncompleteResponse(
-                    f"unexpected Content-Range {response.headers.get('Content-Range')!r} "
-                    f"for bytes {start}-{end - 1}"
+                    f"unexpected Content-Range {response.headers.get('Content-Range')!r} for bytes {start}-{end - 1}"
                 )
             if match.group(3) != "*":
                 total = int(match.group(3))
         else:  # 200: the server ignored the range and sends the file from byte 0
             skip = start
             length = response.headers.get("Content-Length")
-            if (
-                length is not None
-                and length.isdigit()
-                and "Content-Encoding" not in response.headers
-            ):
+            if length is not None and length.isdigit() and "Content-Encoding" not in response.headers:
                 total = int(length)
         data = bytearray()
         received = 0
@@ -614,27 +610,47 @@ def _ranged_get(
         return bytes(data[:want]), total, received
 
 
-def _download_small_file(hub: _Hub, filename: str, revision: str | None) -> bytes | None:
-    """A small JSON file through the Hub cache; None when the repo does not have it."""
-    try:
-        path = hf_hub_download(
-            hub.repo_id,
-            filename,
-            revision=revision,
-            token=hub.token,
-            etag_timeout=hub.timeout,
-            library_name=LIBRARY_NAME,
-            library_version=_library_version(),
-        )
-    except RemoteEntryNotFoundError:
-        return None
-    except (HfHubHTTPError, EntryNotFoundError, ConnectionError, TimeoutError):
-        raise
-    except OSError:
-        # The cache cannot be written (read-only mount, permissions, disk full): fetch the file
-        # directly instead, and leave the cache alone.
-        return _get_without_cache(hub, filename, revision)
-    return _read_cached_file(Path(path), hub)
+def _download_small_file(hub: _Hub, filename: str, commit: str | None) -> bytes | None:
+    """A small JSON file of `commit` through the Hub cache; None when the repo does not have it.
+
+    The download names the revision the user asked for (so huggingface_hub records the
+    branch -> commit ref and a later offline run finds the file), then checks that the file
+    came from `commit`; if the branch moved in between, the file of `commit` is fetched.
+    """
+    revision = hub.revision
+    for attempt in (revision, commit):
+        try:
+            path = hf_hub_download(
+                hub.repo_id,
+                filename,
+                revision=attempt,
+                token=hub.token,
+                etag_timeout=hub.timeout,
+                library_name=LIBRARY_NAME,
+                library_version=_library_version(),
+            )
+        except RemoteEntryNotFoundError:
+            return None
+        except (HfHubHTTPError, EntryNotFoundError, ConnectionError, TimeoutError):
+            raise
+        except OSError:
+            # The cache cannot be written (read-only mount, permissions, disk full): fetch the
+            # file directly instead, and leave the cache alone.
+            return _get_without_cache(hub, filename, commit or revision)
+        got = _snapshot_commit(Path(path), filename)
+        if commit is None or got is None or got == commit or attempt == commit:
+            return _read_cached_file(Path(path), hub)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _snapshot_commit(path: Path, filename: str) -> str | None:
+    """The commit of a `.../snapshots/<commit>/<filename>` cache path."""
+    snapshot = path
+    for _ in PurePosixPath(filename).parts:
+        snapshot = snapshot.parent
+    if snapshot.parent.name == "snapshots" and _COMMIT_HASH.match(snapshot.name):
+        return snapshot.name
+    return None
 
 
 def _get_without_cache(hub: _Hub, filename: str, revision: str | None) -> bytes | None:
@@ -727,8 +743,7 @@ def _load_from_cache(hub: _Hub, *, unreachable: BaseException | None) -> LoadedC
         loaded.findings.append(
             make_finding(
                 "DFT005",
-                f"{why}: no safetensors weights of {hub.label} are in the local cache, tensor "
-                "shapes were not checked",
+                f"{why}: no safetensors weights of {hub.label} are in the local cache, tensor shapes were not checked",
                 _weights_hint(hub),
             )
         )
@@ -791,30 +806,23 @@ def _status(exc: HfHubHTTPError) -> int | None:
     return status if isinstance(status, int) else None
 
 
-def _to_source_error(
-    exc: BaseException, hub: _Hub, what: str, *, listing: bool = False
-) -> SourceError:
+def _to_source_error(exc: BaseException, hub: _Hub, what: str, *, listing: bool = False) -> SourceError:
     repo, label, endpoint = hub.repo_id, hub.label, constants.ENDPOINT
     timeout = f"{hub.timeout:g}s"
     network_hint = (
-        "check your network, proxy and HF_ENDPOINT, or pass a larger --timeout; "
-        "HF_HUB_OFFLINE=1 uses cached files only"
+        "check your network, proxy and HF_ENDPOINT, or pass a larger --timeout; HF_HUB_OFFLINE=1 uses cached files only"
     )
     subject = repo if listing else label
     if isinstance(exc, GatedRepoError):
         return SourceError(
             f"{repo} is a gated repo and the Hub refused access to {what}",
-            f"request access at {endpoint}/{repo}, then log in with `hf auth login` "
-            "(or set HF_TOKEN / pass --token)",
+            f"request access at {endpoint}/{repo}, then log in with `hf auth login` (or set HF_TOKEN / pass --token)",
         )
     if isinstance(exc, DisabledRepoError):
-        return SourceError(
-            f"{repo} has been disabled on the Hub", "use another copy of the checkpoint"
-        )
+        return SourceError(f"{repo} has been disabled on the Hub", "use another copy of the checkpoint")
     if isinstance(exc, RepositoryNotFoundError):
         return SourceError(
-            f"{repo}: no such model repo on {endpoint} (or it is private and the token in use "
-            "cannot see it)",
+            f"{repo}: no such model repo on {endpoint} (or it is private and the token in use cannot see it)",
             "check the repo id; for a private repo log in with `hf auth login` or pass --token",
         )
     if isinstance(exc, RevisionNotFoundError):
@@ -823,9 +831,7 @@ def _to_source_error(
             "pass an existing branch, tag or commit hash to --revision (default: main)",
         )
     if isinstance(exc, RemoteEntryNotFoundError):
-        return SourceError(
-            f"{label}: {what} does not exist in the repo", "check the repo id and --revision"
-        )
+        return SourceError(f"{label}: {what} does not exist in the repo", "check the repo id and --revision")
     if isinstance(exc, IncompleteSnapshotError):
         return SourceError(
             f"{label}: the cached snapshot is incomplete and the Hub cannot be used",
@@ -844,17 +850,13 @@ def _to_source_error(
             message = f"{label}: cannot reach {endpoint} for {what}"
         return SourceError(message + ", and it is not in the local cache", network_hint)
     if isinstance(exc, OfflineModeIsEnabled):
-        return SourceError(
-            f"{label}: {what} is needed but HF_HUB_OFFLINE is set", _offline_hint(hub)
-        )
+        return SourceError(f"{label}: {what} is needed but HF_HUB_OFFLINE is set", _offline_hint(hub))
     if isinstance(exc, EntryNotFoundError):
         return SourceError(f"{label}: {what} was not found", "check the repo id and --revision")
     if isinstance(exc, HfHubHTTPError):
         return _http_error(exc, subject, what)
     if isinstance(exc, (httpx.TimeoutException, TimeoutError)):
-        return SourceError(
-            f"{subject}: the Hub did not answer within {timeout} for {what}", network_hint
-        )
+        return SourceError(f"{subject}: the Hub did not answer within {timeout} for {what}", network_hint)
     if isinstance(exc, (httpx.TransportError, ConnectionError)):
         return SourceError(
             f"{subject}: cannot connect to {endpoint} for {what} ({type(exc).__name__})",
@@ -898,10 +900,7 @@ def _http_error(exc: HfHubHTTPError, subject: str, what: str) -> SourceError:
 
 def _offline_hint(hub: _Hub) -> str:
     revision = f" --revision {hub.revision}" if hub.revision else ""
-    return (
-        "unset HF_HUB_OFFLINE, or pre-download with "
-        f"`hf download {hub.repo_id}{revision} --include '*.json'`"
-    )
+    return f"unset HF_HUB_OFFLINE, or pre-download with `hf download {hub.repo_id}{revision} --include '*.json'`"
 
 
 def _weights_hint(hub: _Hub) -> str:

@@ -25,7 +25,12 @@ class Profile:
     @property
     def fingerprint(self) -> tuple[Any, ...]:
         model = self.data.get("model", {})
-        return (self.data.get("algorithm"), model.get("hidden_size"), model.get("num_hidden_layers"), model.get("vocab_size"))
+        return (
+            self.data.get("algorithm"),
+            model.get("hidden_size"),
+            model.get("num_hidden_layers"),
+            model.get("vocab_size"),
+        )
 
 
 @cache
@@ -51,7 +56,12 @@ class ProfileMatch:
         return not self.differences
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "matched_by": self.matched_by, "matches": self.matches, "differences": self.differences}
+        return {
+            "name": self.name,
+            "matched_by": self.matched_by,
+            "matches": self.matches,
+            "differences": self.differences,
+        }
 
 
 def _flatten(prefix: str, value: Any, out: dict[str, Any]) -> None:
@@ -69,7 +79,12 @@ def match_profile(source: str, report: dict[str, Any]) -> ProfileMatch | None:
     matched_by = "repo id"
     if not candidates:
         model = report.get("model") or {}
-        key = (report.get("algorithm"), model.get("hidden_size"), model.get("num_hidden_layers"), model.get("vocab_size"))
+        key = (
+            report.get("algorithm"),
+            model.get("hidden_size"),
+            model.get("num_hidden_layers"),
+            model.get("vocab_size"),
+        )
         candidates = [p for p in load_profiles() if p.fingerprint == key]
         matched_by = "dimensions"
         if not candidates:

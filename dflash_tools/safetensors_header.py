@@ -43,9 +43,7 @@ DTYPE_BITS: dict[str, int] = {
     "F6_E2M3": 6,
     "F6_E3M2": 6,
 }
-FLOAT_DTYPES = frozenset(
-    {"F8_E5M2", "F8_E4M3", "F8_E8M0", "F16", "BF16", "F32", "F64", "F4", "F6_E2M3", "F6_E3M2"}
-)
+FLOAT_DTYPES = frozenset({"F8_E5M2", "F8_E4M3", "F8_E8M0", "F16", "BF16", "F32", "F64", "F4", "F6_E2M3", "F6_E3M2"})
 
 
 class SafetensorsHeaderError(ValueError):
@@ -107,9 +105,7 @@ def read_header_length(prefix: bytes, file: str, file_size: int | None = None) -
     if length > MAX_HEADER_BYTES:
         raise SafetensorsHeaderError(file, f"header length {length} exceeds the {MAX_HEADER_BYTES}-byte limit")
     if file_size is not None and 8 + length > file_size:
-        raise SafetensorsHeaderError(
-            file, f"header length {length} runs past the end of the {file_size}-byte file"
-        )
+        raise SafetensorsHeaderError(file, f"header length {length} runs past the end of the {file_size}-byte file")
     return int(length)
 
 
@@ -153,9 +149,7 @@ def parse_header(header_bytes: bytes, file: str, file_size: int | None = None) -
 
     data_size = None if file_size is None else file_size - 8 - header_length
     _check_layout(tensors, file, data_size)
-    return ShardHeader(
-        file=file, tensors=tensors, metadata=metadata, header_length=header_length, file_size=file_size
-    )
+    return ShardHeader(file=file, tensors=tensors, metadata=metadata, header_length=header_length, file_size=file_size)
 
 
 def _parse_entry(name: str, entry: Any, file: str) -> TensorHeader:
@@ -193,7 +187,9 @@ def _check_layout(tensors: dict[str, TensorHeader], file: str, data_size: int | 
         if begin < position:
             raise SafetensorsHeaderError(file, f"tensor {tensor.name!r} overlaps the previous tensor at byte {begin}")
         if begin > position:
-            raise SafetensorsHeaderError(file, f"hole of {begin - position} bytes in the data before tensor {tensor.name!r}")
+            raise SafetensorsHeaderError(
+                file, f"hole of {begin - position} bytes in the data before tensor {tensor.name!r}"
+            )
         position = end
     if data_size is not None:
         if position > data_size:
@@ -201,9 +197,7 @@ def _check_layout(tensors: dict[str, TensorHeader], file: str, data_size: int | 
                 file, f"tensor data ends at byte {position} but the file holds only {data_size} data bytes"
             )
         if position < data_size:
-            raise SafetensorsHeaderError(
-                file, f"{data_size - position} trailing bytes after the last tensor"
-            )
+            raise SafetensorsHeaderError(file, f"{data_size - position} trailing bytes after the last tensor")
 
 
 def read_local_header(path: Path, file: str | None = None) -> ShardHeader:
@@ -221,7 +215,9 @@ def read_local_header(path: Path, file: str | None = None) -> ShardHeader:
     return parse_header(header_bytes, name, size)
 
 
-def encode_header(tensors: list[tuple[str, str, tuple[int, ...]]], metadata: dict[str, str] | None = None) -> tuple[bytes, list[tuple[int, int]]]:
+def encode_header(
+    tensors: list[tuple[str, str, tuple[int, ...]]], metadata: dict[str, str] | None = None
+) -> tuple[bytes, list[tuple[int, int]]]:
     """Lay out tensors contiguously in the given order; return the full header prefix and offsets.
 
     The header is padded with spaces to a multiple of 8 bytes, as the reference writer does, so

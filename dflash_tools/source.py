@@ -87,7 +87,9 @@ def load_checkpoint(
     path = Path(source).expanduser()
     if path.exists() or path.is_symlink():
         if revision is not None:
-            raise SourceError(f"--revision {revision} given for a local path {source}", "drop --revision for local folders")
+            raise SourceError(
+                f"--revision {revision} given for a local path {source}", "drop --revision for local folders"
+            )
         return load_local(path, source=source)
     if looks_like_repo_id(source):
         from dflash_tools.hub import load_hub_checkpoint
@@ -115,28 +117,41 @@ def parse_config_text(text: str, file: str) -> tuple[dict[str, Any] | None, list
         ]
     if not isinstance(config, dict):
         return None, [
-            make_finding("DFT001", f"{file} holds a JSON {type(config).__name__}, not an object", "restore config.json", file=file)
+            make_finding(
+                "DFT001",
+                f"{file} holds a JSON {type(config).__name__}, not an object",
+                "restore config.json",
+                file=file,
+            )
         ]
     return config, []
 
 
 def read_config_file(path: Path, file: str = CONFIG_NAME) -> tuple[dict[str, Any] | None, str | None, list[Finding]]:
     if not path.is_file():
-        return None, None, [
-            make_finding(
-                "DFT001",
-                f"{file} is missing",
-                "a draft checkpoint needs its config.json next to the weights",
-                file=file,
-            )
-        ]
+        return (
+            None,
+            None,
+            [
+                make_finding(
+                    "DFT001",
+                    f"{file} is missing",
+                    "a draft checkpoint needs its config.json next to the weights",
+                    file=file,
+                )
+            ],
+        )
     try:
         raw = path.read_bytes()
         text = raw.decode("utf-8")
     except OSError as exc:
         return None, None, [make_finding("DFT001", f"{file} cannot be read: {exc.strerror or exc}", file=file)]
     except UnicodeDecodeError as exc:
-        return None, None, [make_finding("DFT001", f"{file} is not UTF-8 text: {exc}", "restore config.json", file=file)]
+        return (
+            None,
+            None,
+            [make_finding("DFT001", f"{file} is not UTF-8 text: {exc}", "restore config.json", file=file)],
+        )
     config, findings = parse_config_text(text, file)
     return config, text, findings
 
@@ -147,8 +162,13 @@ def load_local(path: Path, *, source: str) -> LoadedCheckpoint:
         folder = path
         config, text, findings = read_config_file(folder / CONFIG_NAME)
         loaded = LoadedCheckpoint(
-            source=source, kind="local", location=str(folder.resolve()), config=config, config_text=text,
-            findings=findings, local_dir=folder,
+            source=source,
+            kind="local",
+            location=str(folder.resolve()),
+            config=config,
+            config_text=text,
+            findings=findings,
+            local_dir=folder,
         )
         read_local_weights(folder, loaded)
         return loaded
@@ -158,19 +178,34 @@ def load_local(path: Path, *, source: str) -> LoadedCheckpoint:
     if path.suffix == ".safetensors":
         config, text, findings = read_config_file(folder / CONFIG_NAME)
         loaded = LoadedCheckpoint(
-            source=source, kind="local", location=str(path.resolve()), config=config, config_text=text,
-            findings=findings, local_dir=folder,
+            source=source,
+            kind="local",
+            location=str(path.resolve()),
+            config=config,
+            config_text=text,
+            findings=findings,
+            local_dir=folder,
         )
         add_shard(loaded, lambda: read_local_header(path, path.name))
         return loaded
     if path.suffix == ".json":
         config, text, findings = read_config_file(path, path.name)
         loaded = LoadedCheckpoint(
-            source=source, kind="local", location=str(path.resolve()), config=config, config_text=text,
-            findings=findings, local_dir=folder, weights_inspected=False,
+            source=source,
+            kind="local",
+            location=str(path.resolve()),
+            config=config,
+            config_text=text,
+            findings=findings,
+            local_dir=folder,
+            weights_inspected=False,
         )
         loaded.findings.append(
-            make_finding("DFT005", f"{path.name} given alone: tensor shapes were not checked", "pass the checkpoint folder to check tensors too")
+            make_finding(
+                "DFT005",
+                f"{path.name} given alone: tensor shapes were not checked",
+                "pass the checkpoint folder to check tensors too",
+            )
         )
         return loaded
     raise SourceError(
@@ -231,18 +266,30 @@ def read_index(folder: Path, loaded: LoadedCheckpoint, file: str = INDEX_NAME) -
     try:
         index = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
-        loaded.findings.append(make_finding("DFT004", f"{file} cannot be read as JSON: {exc}", "re-download the index", file=file))
+        loaded.findings.append(
+            make_finding("DFT004", f"{file} cannot be read as JSON: {exc}", "re-download the index", file=file)
+        )
         return None
     weight_map = index.get("weight_map") if isinstance(index, dict) else None
     if not isinstance(weight_map, dict):
-        loaded.findings.append(make_finding("DFT004", f"{file} has no weight_map object", "re-download the index", keys=("weight_map",), file=file))
+        loaded.findings.append(
+            make_finding(
+                "DFT004", f"{file} has no weight_map object", "re-download the index", keys=("weight_map",), file=file
+            )
+        )
         return None
     valid: dict[str, str] = {}
     for tensor, shard in weight_map.items():
         problem = safe_shard_name(shard)
         if problem:
             loaded.findings.append(
-                make_finding("DFT004", f"{file}: tensor {tensor!r}: {problem}", "the index must name files inside the checkpoint folder", keys=(tensor,), file=file)
+                make_finding(
+                    "DFT004",
+                    f"{file}: tensor {tensor!r}: {problem}",
+                    "the index must name files inside the checkpoint folder",
+                    keys=(tensor,),
+                    file=file,
+                )
             )
             continue
         valid[tensor] = shard
@@ -271,13 +318,23 @@ def read_local_weights(folder: Path, loaded: LoadedCheckpoint) -> None:
             shard_path = folder / shard_name
             if not _inside(folder, shard_path):
                 loaded.findings.append(
-                    make_finding("DFT004", f"{INDEX_NAME} names {shard_name}, which resolves outside the checkpoint folder", "replace the link with the real file", file=shard_name)
+                    make_finding(
+                        "DFT004",
+                        f"{INDEX_NAME} names {shard_name}, which resolves outside the checkpoint folder",
+                        "replace the link with the real file",
+                        file=shard_name,
+                    )
                 )
                 reported.add(shard_name)
                 continue
             if not shard_path.is_file():
                 loaded.findings.append(
-                    make_finding("DFT004", f"{INDEX_NAME} names {shard_name}, which does not exist", "download the missing shard", file=shard_name)
+                    make_finding(
+                        "DFT004",
+                        f"{INDEX_NAME} names {shard_name}, which does not exist",
+                        "download the missing shard",
+                        file=shard_name,
+                    )
                 )
                 reported.add(shard_name)
                 continue
@@ -292,12 +349,21 @@ def _read_all_shards(folder: Path, loaded: LoadedCheckpoint) -> None:
     if not files:
         loaded.weights_inspected = False
         loaded.findings.append(
-            make_finding("DFT005", f"no *.safetensors files in {folder}", "download the weights to check tensor shapes too")
+            make_finding(
+                "DFT005", f"no *.safetensors files in {folder}", "download the weights to check tensor shapes too"
+            )
         )
         return
     for path in files:
         if not _inside(folder, path):
-            loaded.findings.append(make_finding("DFT004", f"{path.name} links outside the checkpoint folder", "replace the link with the real file", file=path.name))
+            loaded.findings.append(
+                make_finding(
+                    "DFT004",
+                    f"{path.name} links outside the checkpoint folder",
+                    "replace the link with the real file",
+                    file=path.name,
+                )
+            )
             continue
         add_shard(loaded, lambda p=path: read_local_header(p, p.name))
 

@@ -57,7 +57,10 @@ def target_from_config(config: dict[str, Any], source: str, location: str) -> Ta
         value = inner.get(key, config.get(key))
         if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
             where = f"text_config.{key}" if multimodal else key
-            raise SourceError(f"target {location}: {where} is {value!r}, not a positive integer", "pass the target model's own config.json")
+            raise SourceError(
+                f"target {location}: {where} is {value!r}, not a positive integer",
+                "pass the target model's own config.json",
+            )
         values[key] = value
     archs = config.get("architectures")
     return TargetSpec(
@@ -84,16 +87,22 @@ def load_target(
         except FileNotFoundError:
             raise SourceError(f"target {source}: no config.json in {path}", "pass the target model's folder") from None
         except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
-            raise SourceError(f"target {file}: cannot read config.json ({exc})", "restore the target's config.json") from None
+            raise SourceError(
+                f"target {file}: cannot read config.json ({exc})", "restore the target's config.json"
+            ) from None
         if not isinstance(config, dict):
             raise SourceError(f"target {file}: config.json is not a JSON object", "restore the target's config.json")
         return target_from_config(config, source, str(file.resolve()))
     if looks_like_repo_id(source):
         from dflash_tools.hub import load_hub_config
 
-        config, location = load_hub_config(source.removeprefix("hf://"), revision=revision, token=token, timeout=timeout)
+        config, location = load_hub_config(
+            source.removeprefix("hf://"), revision=revision, token=token, timeout=timeout
+        )
         return target_from_config(config, source, location)
-    raise SourceError(f"target {source}: no such folder and not a Hugging Face repo id", "pass --target with a folder or owner/name")
+    raise SourceError(
+        f"target {source}: no such folder and not a Hugging Face repo id", "pass --target with a folder or owner/name"
+    )
 
 
 def check_target(

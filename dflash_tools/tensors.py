@@ -73,14 +73,22 @@ def expected_tensors(desc: DraftDescription) -> list[ExpectedTensor]:
     ]
     if desc.reduced_vocabulary:
         out += [
-            ExpectedTensor("lm_head.weight", (desc.draft_vocab_size, hidden), req, why="draft_vocab_size != vocab_size"),
+            ExpectedTensor(
+                "lm_head.weight", (desc.draft_vocab_size, hidden), req, why="draft_vocab_size != vocab_size"
+            ),
             ExpectedTensor("d2t", (desc.draft_vocab_size,), req, dtype="I64", why="draft_vocab_size != vocab_size"),
             ExpectedTensor("t2d", (d.vocab_size,), opt, dtype="BOOL"),
         ]
     else:
         out += [
             ExpectedTensor("lm_head.weight", (d.vocab_size, hidden), opt),
-            ExpectedTensor("d2t", (desc.draft_vocab_size,), forbidden, dtype="I64", why="full vocabulary: vLLM has no draft_id_to_target_id to load it into"),
+            ExpectedTensor(
+                "d2t",
+                (desc.draft_vocab_size,),
+                forbidden,
+                dtype="I64",
+                why="full vocabulary: vLLM has no draft_id_to_target_id to load it into",
+            ),
             ExpectedTensor("t2d", (d.vocab_size,), opt, dtype="BOOL"),
         ]
     if desc.algorithm is Algorithm.DFLASH2 and desc.dflash2 is not None:
@@ -267,9 +275,7 @@ def _unexpected(desc: DraftDescription, name: str, actual: TensorHeader) -> Find
     else:
         why = "not part of this architecture; the loader drops it or fails"
         hint = "check the dialect and algorithm keys, or remove the tensor"
-    return make_finding(
-        "DFT021", f"unexpected tensor {name} ({why})", hint, keys=(name,), file=actual.file
-    )
+    return make_finding("DFT021", f"unexpected tensor {name} ({why})", hint, keys=(name,), file=actual.file)
 
 
 _UNUSUAL_FLOATS = {"F64", "F8_E8M0", "F4", "F6_E2M3", "F6_E3M2"}

@@ -9,7 +9,6 @@ Files are sparse by default: a 60 GB checkpoint costs no disk.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -259,7 +258,11 @@ def _zlab(dialect: str, spec: DraftSpec, block_size_location: str) -> dict[str, 
 def _speculators(dialect: str, spec: DraftSpec, _location: str) -> dict[str, Any]:
     kind = dialect.split("-", 1)[1]
     arch = {"dflash": "DFlashDraftModel", "dflash2": "DFlash2DraftModel", "dspark": "DSparkDraftModel"}[kind]
-    config_class = {"dflash": "DFlashSpeculatorConfig", "dflash2": "DFlash2SpeculatorConfig", "dspark": "DSparkSpeculatorConfig"}[kind]
+    config_class = {
+        "dflash": "DFlashSpeculatorConfig",
+        "dflash2": "DFlash2SpeculatorConfig",
+        "dspark": "DSparkSpeculatorConfig",
+    }[kind]
     sfa = spec.sample_from_anchor
     config: dict[str, Any] = {
         "architectures": [arch],
@@ -407,7 +410,10 @@ def write_checkpoint(
 ) -> Path:
     """Write config.json plus weights (one `model.safetensors`, or N shards with an index)."""
     folder.mkdir(parents=True, exist_ok=True)
-    write_json(folder / "config.json", config if config is not None else make_config(dialect, spec, block_size_location=block_size_location))
+    write_json(
+        folder / "config.json",
+        config if config is not None else make_config(dialect, spec, block_size_location=block_size_location),
+    )
     table = tensors if tensors is not None else tensor_table(spec)
     if shards <= 1:
         write_safetensors(folder / "model.safetensors", table, data=data)
@@ -430,7 +436,7 @@ def write_checkpoint(
 
 def disk_usage(folder: Path) -> int:
     """Bytes actually allocated (sparse files count only what was written)."""
-    return sum(os.stat(p).st_blocks * 512 for p in folder.rglob("*") if p.is_file())
+    return sum(p.stat().st_blocks * 512 for p in folder.rglob("*") if p.is_file())
 
 
 # The bundled examples: one clean, normalized checkpoint per dialect, one anchor-first DFlash2,

@@ -38,9 +38,7 @@ from dflash_tools.safetensors_header import encode_header
 _RANGE = re.compile(r"^bytes=(\d*)-(\d*)$")
 
 
-def safetensors_bytes(
-    tensors: list[tuple[str, str, tuple[int, ...]]], metadata: dict[str, str] | None = None
-) -> bytes:
+def safetensors_bytes(tensors: list[tuple[str, str, tuple[int, ...]]], metadata: dict[str, str] | None = None) -> bytes:
     """A real safetensors file: 8-byte header length, JSON header, zero-filled data."""
     prefix, offsets = encode_header(tensors, metadata)
     data_size = offsets[-1][1] if offsets else 0
@@ -222,9 +220,7 @@ class _Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client gave up (timeout, or it had enough bytes)
 
-    def _json(
-        self, status: int, payload: Any, send_body: bool, headers: dict[str, str] | None = None
-    ) -> None:
+    def _json(self, status: int, payload: Any, send_body: bool, headers: dict[str, str] | None = None) -> None:
         body = json.dumps(payload).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
@@ -235,9 +231,7 @@ class _Handler(BaseHTTPRequestHandler):
         if send_body:
             self.wfile.write(body)
 
-    def _error(
-        self, status: int, code: str | None, message: str, send_body: bool, **extra: str
-    ) -> None:
+    def _error(self, status: int, code: str | None, message: str, send_body: bool, **extra: str) -> None:
         headers = {"X-Error-Message": message, **extra}
         if code:
             headers["X-Error-Code"] = code
@@ -321,9 +315,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         data = commit.files.get(filename)
         if data is None:
-            self._error(
-                404, "EntryNotFound", "Entry not found", send_body, **{"X-Repo-Commit": commit.sha}
-            )
+            self._error(404, "EntryNotFound", "Entry not found", send_body, **{"X-Repo-Commit": commit.sha})
             return
         common = {
             "X-Repo-Commit": commit.sha,
@@ -333,9 +325,7 @@ class _Handler(BaseHTTPRequestHandler):
         }
         range_header = self.headers.get("Range")
         if range_header is None or self.hub.ignore_range or not send_body:
-            self._send_file(
-                200, data, 0, len(data), common, repo_id, filename, send_body, partial=False
-            )
+            self._send_file(200, data, 0, len(data), common, repo_id, filename, send_body, partial=False)
             return
         match = _RANGE.match(range_header.strip())
         if match is None:
@@ -357,9 +347,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if self.hub.short_ranges is not None:
             last = min(last, first + self.hub.short_ranges - 1)
-        self._send_file(
-            206, data, first, last + 1, common, repo_id, filename, send_body, partial=True
-        )
+        self._send_file(206, data, first, last + 1, common, repo_id, filename, send_body, partial=True)
 
     def _send_file(
         self,

@@ -39,7 +39,17 @@ def test_json_document_shape() -> None:
     assert doc["schema_version"] == 1
     assert (doc["dialect"], doc["algorithm"]) == ("zlab-dflash2", "dflash2")
     geometry = doc["geometry"]
-    assert {k: geometry[k] for k in ("block_size", "sample_from_anchor", "sample_from_anchor_source", "max_speculative_tokens", "num_speculative_tokens", "num_query_tokens")} == {
+    assert {
+        k: geometry[k]
+        for k in (
+            "block_size",
+            "sample_from_anchor",
+            "sample_from_anchor_source",
+            "max_speculative_tokens",
+            "num_speculative_tokens",
+            "num_query_tokens",
+        )
+    } == {
         "block_size": 7,
         "sample_from_anchor": True,
         "sample_from_anchor_source": "explicit",
@@ -199,7 +209,9 @@ def test_version() -> None:
 
 
 def test_anchor_first_and_bonus_anchor_side_by_side(make_checkpoint: CheckpointFactory) -> None:
-    anchor = make_checkpoint("speculators-dflash2", replace(testing.TINY_DFLASH2, block_size=7, sample_from_anchor=True))
+    anchor = make_checkpoint(
+        "speculators-dflash2", replace(testing.TINY_DFLASH2, block_size=7, sample_from_anchor=True)
+    )
     bonus = make_checkpoint("zlab-dflash2")
     code, out, _ = invoke("inspect", str(anchor), str(bonus), "-k", "7")
     assert code == 0

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import huggingface_hub
 import pytest
-from hub_server import HubServer, header_size, safetensors_bytes
 from huggingface_hub import constants
 
+from dflash_tools import testing
 from dflash_tools.errors import SourceError
 from dflash_tools.hub import (
     HEADER_PROBE_BYTES,
@@ -22,7 +22,8 @@ from dflash_tools.hub import (
     load_hub_config,
 )
 from dflash_tools.safetensors_header import encode_header
-from dflash_tools.source import INDEX_NAME, LoadedCheckpoint
+from dflash_tools.source import INDEX_NAME, LoadedCheckpoint, load_checkpoint
+from tests.hub_server import HubServer, header_size, safetensors_bytes
 
 REPO = "z-lab/Tiny-DFlash2"
 CONFIG = {"architectures": ["DFlash2DraftModel"], "hidden_size": 256, "is_causal": False}
@@ -83,9 +84,7 @@ def sharded_files() -> dict[str, bytes]:
     }
 
 
-def load(
-    revision: str | None = None, timeout: float | None = 5, repo: str = REPO
-) -> LoadedCheckpoint:
+def load(revision: str | None = None, timeout: float | None = 5, repo: str = REPO) -> LoadedCheckpoint:
     return load_hub_checkpoint(repo, revision=revision, token=None, timeout=timeout)
 
 
@@ -104,10 +103,7 @@ def go_offline(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def tree_state(root: Path) -> dict[str, tuple[int, float]]:
-    return {
-        str(p.relative_to(root)): (p.lstat().st_size, p.lstat().st_mtime)
-        for p in sorted(root.rglob("*"))
-    }
+    return {str(p.relative_to(root)): (p.lstat().st_size, p.lstat().st_mtime) for p in sorted(root.rglob("*"))}
 
 
 def assert_one_line(err: SourceError) -> None:
@@ -148,9 +144,7 @@ def test_single_file(hub: HubServer) -> None:
 
 
 def test_user_agent_names_the_tool(hub: HubServer) -> None:
-    hub.add_repo(
-        REPO, {"config.json": config_bytes(), "model.safetensors": safetensors_bytes(TENSORS_A)}
-    )
+    hub.add_repo(REPO, {"config.json": config_bytes(), "model.safetensors": safetensors_bytes(TENSORS_A)})
     load()
     agents = {r.headers.get("user-agent", "") for r in hub.requests}
     assert agents and all("dflash-tools/" in agent for agent in agents)
@@ -219,9 +213,7 @@ def test_large_header_costs_exactly_the_header(hub: HubServer) -> None:
 
 
 def test_revision_passed_through(hub: HubServer) -> None:
-    hub.add_repo(
-        REPO, {"config.json": config_bytes(), "model.safetensors": safetensors_bytes(TENSORS_A)}
-    )
+    hub.add_repo(REPO, {"config.json": config_bytes(), "model.safetensors": safetensors_bytes(TENSORS_A)})
     v2_config = {**CONFIG, "hidden_size": 512}
     v2_sha = hub.add_repo(
         REPO,
@@ -236,9 +228,27 @@ def test_revision_passed_through(hub: HubServer) -> None:
     assert set(loaded.tensors) == {name for name, _, _ in TENSORS_B}
     paths = hub.paths()
     assert paths[0] == f"/api/models/{REPO}/revision/v2"
-    # Every file request is pinned to the commit the revision resolved to.
-    resolves = [p for p in paths if "/resolve/" in p]
-    assert resolves and all(f"/resolve/{v2_sha}/" in p for p in resolves)
+    # JSON files go through hf_hub_download under the revision's name (so the cache records
+    # v2 -> sha); header ranges are pinned to the commit the revision resolved to.
+    assert f"/{REPO}/resolve/v2/config.json" in paths
+    headers = [p for p in paths if p.endswith(".safetensors")]
+    assert headers and all(f"/resolve/{v2_sha}/" in p for p in headers)
+
+
+@pytest.mark.parametrize("shards", [1, 3])
+def test_hub_and_local_reads_agree(hub: HubServer, tmp_path: Path, shards: int) -> None:
+    """The same checkpoint, read from a folder and from the Hub, gives the same picture."""
+    folder = testing.write_checkpoint(tmp_path / "draft", "zlab-dflash2", testing.TINY_DFLASH2, shards=shards)
+    hub.add_repo(REPO, {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()})
+    local = load_checkpoint(str(folder))
+    remote = load()
+    assert remote.config == local.config
+    assert remote.config_text == local.config_text
+    assert remote.tensors == local.tensors
+    assert [f.to_dict() for f in remote.findings] == [f.to_dict() for f in local.findings] == []
+    assert [(s.file, s.header_length, s.file_size) for s in remote.shards] == [
+        (s.file, s.header_length, s.file_size) for s in local.shards
+    ]
 
 
 # --------------------------------------------------------------------------------------------
@@ -262,6 +272,8 @@ def _corrupt(kind: str) -> bytes:
         return len(body).to_bytes(8, "little") + body + bytes(1024 * 1024)
     if kind == "length-past-eof":
         return (10**6).to_bytes(8, "little") + b"{}" + bytes(100)
+    if kind == "huge-length":
+        return (30_000_000).to_bytes(8, "little") + b"{" + bytes(40_000_000)
     if kind == "hole":
         header = {
             "a": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]},
@@ -285,6 +297,7 @@ def _corrupt(kind: str) -> bytes:
         ("not-json", "not valid JSON"),
         ("length-past-eof", "runs past the end"),
         ("hole", "hole of 16 bytes"),
+        ("huge-length", "limit for headers read over the network"),
         ("three-bytes", "file is 3 bytes"),
         ("empty", "file is 0 bytes"),
     ],
@@ -408,9 +421,7 @@ def test_timeout_on_repo_info(hub: HubServer) -> None:
 
 
 def test_timeout_on_header_names_the_file(hub: HubServer) -> None:
-    hub.add_repo(
-        REPO, {"config.json": config_bytes(), "model.safetensors": safetensors_bytes(TENSORS_A)}
-    )
+    hub.add_repo(REPO, {"config.json": config_bytes(), "model.safetensors": safetensors_bytes(TENSORS_A)})
     hub.slow = {"model.safetensors": 3.0}
     with pytest.raises(SourceError) as info:
         load(timeout=0.3)
@@ -431,9 +442,7 @@ def test_truncated_range_responses_are_resumed(hub: HubServer) -> None:
 
 
 def test_truncated_to_nothing_is_a_source_error(hub: HubServer) -> None:
-    hub.add_repo(
-        REPO, {"config.json": config_bytes(), "model.safetensors": safetensors_bytes(TENSORS_A)}
-    )
+    hub.add_repo(REPO, {"config.json": config_bytes(), "model.safetensors": safetensors_bytes(TENSORS_A)})
     hub.truncate_ranges_to = 0
     with pytest.raises(SourceError) as info:
         load()
@@ -467,9 +476,7 @@ def test_unwritable_cache_still_works_and_writes_nothing(
     blocker = tmp_path / "not-a-dir"
     blocker.write_text("x")
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(blocker / "hub"))
-    hub.add_repo(
-        REPO, {"config.json": config_bytes(), "model.safetensors": safetensors_bytes(TENSORS_A)}
-    )
+    hub.add_repo(REPO, {"config.json": config_bytes(), "model.safetensors": safetensors_bytes(TENSORS_A)})
     loaded = load()
     assert loaded.config == CONFIG
     assert loaded.findings == []
@@ -517,9 +524,7 @@ def test_offline_partial_cache_is_dft005(hub: HubServer, monkeypatch: pytest.Mon
 
 
 def test_offline_config_only(hub: HubServer, monkeypatch: pytest.MonkeyPatch) -> None:
-    hub.add_repo(
-        REPO, {"config.json": config_bytes(), "model.safetensors": safetensors_bytes(TENSORS_A)}
-    )
+    hub.add_repo(REPO, {"config.json": config_bytes(), "model.safetensors": safetensors_bytes(TENSORS_A)})
     cache_files(["config.json"])
     go_offline(monkeypatch)
     loaded = load()
@@ -529,9 +534,7 @@ def test_offline_config_only(hub: HubServer, monkeypatch: pytest.MonkeyPatch) ->
 
 
 def test_offline_single_file_cached(hub: HubServer, monkeypatch: pytest.MonkeyPatch) -> None:
-    hub.add_repo(
-        REPO, {"config.json": config_bytes(), "model.safetensors": safetensors_bytes(TENSORS_A)}
-    )
+    hub.add_repo(REPO, {"config.json": config_bytes(), "model.safetensors": safetensors_bytes(TENSORS_A)})
     cache_files(["config.json", "model.safetensors"])
     go_offline(monkeypatch)
     loaded = load()
@@ -551,9 +554,7 @@ def test_offline_nothing_cached(hub: HubServer, monkeypatch: pytest.MonkeyPatch)
     assert hub.requests == []
 
 
-def test_offline_revision_uses_its_snapshot(
-    hub: HubServer, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_offline_revision_uses_its_snapshot(hub: HubServer, monkeypatch: pytest.MonkeyPatch) -> None:
     hub.add_repo(REPO, {"config.json": config_bytes()})
     v2_config = {**CONFIG, "hidden_size": 512}
     v2_sha = hub.add_repo(REPO, {"config.json": config_bytes(v2_config)}, revision="v2")
@@ -566,9 +567,7 @@ def test_offline_revision_uses_its_snapshot(
 
 
 def test_unreachable_hub_falls_back_to_cache(hub: HubServer) -> None:
-    hub.add_repo(
-        REPO, {"config.json": config_bytes(), "model.safetensors": safetensors_bytes(TENSORS_A)}
-    )
+    hub.add_repo(REPO, {"config.json": config_bytes(), "model.safetensors": safetensors_bytes(TENSORS_A)})
     cache_files(["config.json", "model.safetensors"])
     hub.stop()  # connection refused from now on
     loaded = load()

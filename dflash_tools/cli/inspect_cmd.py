@@ -53,22 +53,55 @@ def register(app: typer.Typer) -> None:
 
 
 def inspect_command(
-    sources: Annotated[list[str] | None, typer.Argument(metavar="SOURCE...", help="Checkpoint folder, file, repo id or example:NAME.", show_default=False)] = None,
-    target: Annotated[str | None, typer.Option("--target", "-t", help="Target model (folder or repo id): check the pairing.")] = None,
-    num_speculative_tokens: Annotated[int | None, typer.Option("-k", "--num-speculative-tokens", min=1, help="Serving K to check against the trained geometry.")] = None,
+    sources: Annotated[
+        list[str] | None,
+        typer.Argument(
+            metavar="SOURCE...", help="Checkpoint folder, file, repo id or example:NAME.", show_default=False
+        ),
+    ] = None,
+    target: Annotated[
+        str | None, typer.Option("--target", "-t", help="Target model (folder or repo id): check the pairing.")
+    ] = None,
+    num_speculative_tokens: Annotated[
+        int | None,
+        typer.Option("-k", "--num-speculative-tokens", min=1, help="Serving K to check against the trained geometry."),
+    ] = None,
     revision: Annotated[str | None, typer.Option("--revision", help="Hub branch, tag or commit of the draft.")] = None,
-    target_revision: Annotated[str | None, typer.Option("--target-revision", help="Hub revision of the target.")] = None,
-    token: Annotated[str | None, typer.Option("--token", envvar="HF_TOKEN", help="Hugging Face token (default: $HF_TOKEN or the saved login).", show_default=False)] = None,
-    author: Annotated[str | None, typer.Option("--author", help="Inspect every Hub model of this author (with --search to filter).")] = None,
+    target_revision: Annotated[
+        str | None, typer.Option("--target-revision", help="Hub revision of the target.")
+    ] = None,
+    token: Annotated[
+        str | None,
+        typer.Option(
+            "--token",
+            envvar="HF_TOKEN",
+            help="Hugging Face token (default: $HF_TOKEN or the saved login).",
+            show_default=False,
+        ),
+    ] = None,
+    author: Annotated[
+        str | None, typer.Option("--author", help="Inspect every Hub model of this author (with --search to filter).")
+    ] = None,
     search: Annotated[str | None, typer.Option("--search", help="Hub search string, used with --author.")] = None,
-    limit: Annotated[int, typer.Option("--limit", min=1, help="Most Hub models to inspect with --author/--search.")] = 100,
-    output_format: Annotated[OutputFormat, typer.Option("--format", "-f", envvar="DFLASH_TOOLS_FORMAT", help="human or json (one document on stdout).")] = OutputFormat.HUMAN,
+    limit: Annotated[
+        int, typer.Option("--limit", min=1, help="Most Hub models to inspect with --author/--search.")
+    ] = 100,
+    output_format: Annotated[
+        OutputFormat,
+        typer.Option("--format", "-f", envvar="DFLASH_TOOLS_FORMAT", help="human or json (one document on stdout)."),
+    ] = OutputFormat.HUMAN,
     json_flag: Annotated[bool, typer.Option("--json", help="Shorthand for --format json.")] = False,
-    tensors: Annotated[bool, typer.Option("--tensors", help="Show (or include in JSON) the full tensor table.")] = False,
-    fail_on: Annotated[Severity, typer.Option("--fail-on", help="Lowest severity that makes the exit code 1.")] = Severity.ERROR,
+    tensors: Annotated[
+        bool, typer.Option("--tensors", help="Show (or include in JSON) the full tensor table.")
+    ] = False,
+    fail_on: Annotated[
+        Severity, typer.Option("--fail-on", help="Lowest severity that makes the exit code 1.")
+    ] = Severity.ERROR,
     timeout: Annotated[float, typer.Option("--timeout", min=0.1, help="Seconds for each Hub request.")] = 10.0,
     jobs: Annotated[int, typer.Option("--jobs", "-j", min=1, help="Sources inspected at once.")] = 8,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Human output: only the verdict and the findings.")] = False,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", "-q", help="Human output: only the verdict and the findings.")
+    ] = False,
     no_color: Annotated[bool, typer.Option("--no-color", help="No colour (also: NO_COLOR).")] = False,
 ) -> None:
     fmt = OutputFormat.JSON if json_flag else output_format
@@ -79,11 +112,16 @@ def inspect_command(
 
             names += list_hub_models(author, search, token=token, limit=limit)
             if not names:
-                raise UsageError(f"no Hub models match author={author!r} search={search!r}", "check the spelling, or pass sources directly")
+                raise UsageError(
+                    f"no Hub models match author={author!r} search={search!r}",
+                    "check the spelling, or pass sources directly",
+                )
         if not names:
             raise UsageError("no SOURCE given", "pass a folder, a repo id, example:zlab-dflash2, or --author")
         if token and "HF_TOKEN" not in os.environ:
-            stderr_console(no_color).print("[yellow]warning:[/yellow] --token on the command line is visible to other users; prefer HF_TOKEN")
+            stderr_console(no_color).print(
+                "[yellow]warning:[/yellow] --token on the command line is visible to other users; prefer HF_TOKEN"
+            )
         target_spec = load_target(target, revision=target_revision, token=token, timeout=timeout) if target else None
 
         def run(name: str) -> InspectReport | DflashToolsError:
@@ -195,7 +233,9 @@ def render_report(
         if tensor_doc:
             dtypes = ", ".join(f"{safe_text(k)}×{v}" for k, v in tensor_doc["dtypes"].items())
             expected = doc.get("expected_tensors")
-            exp = f" (config implies {expected['count']} required, {expected['parameters']:,} params)" if expected else ""
+            exp = (
+                f" (config implies {expected['count']} required, {expected['parameters']:,} params)" if expected else ""
+            )
             grid.add_row(
                 "tensors",
                 f"{tensor_doc['count']} tensors · {tensor_doc['parameters']:,} params · {human_bytes(tensor_doc['bytes'])} · "
@@ -211,14 +251,23 @@ def render_report(
             )
         if report.profile is not None:
             status = "[green]matches[/green]" if report.profile.matches else "[yellow]departs from[/yellow]"
-            grid.add_row("profile", f"{status} the published {safe_text(report.profile.name)} layout (by {report.profile.matched_by})")
+            grid.add_row(
+                "profile",
+                f"{status} the published {safe_text(report.profile.name)} layout (by {report.profile.matched_by})",
+            )
         console.print(grid)
     if show_tensors:
         table = Table(title="tensors", show_lines=False)
         for column in ("name", "dtype", "shape", "bytes", "file"):
             table.add_column(column, overflow="fold")
         for row in report.to_dict(include_tensors=True)["tensor_table"]:
-            table.add_row(safe_text(row["name"]), safe_text(row["dtype"]), str(row["shape"]), f"{row['bytes']:,}", safe_text(row["file"]))
+            table.add_row(
+                safe_text(row["name"]),
+                safe_text(row["dtype"]),
+                str(row["shape"]),
+                f"{row['bytes']:,}",
+                safe_text(row["file"]),
+            )
         console.print(table)
     if report.findings:
         table = Table(show_header=True, header_style="bold", expand=False)
@@ -233,21 +282,39 @@ def render_report(
             table.add_row(finding.code, f"[{style}]{finding.severity.value}[/{style}]", text)
         console.print(table)
     counts = {s: sum(1 for f in report.findings if f.severity is s) for s in Severity}
-    summary = f"{counts[Severity.ERROR]} error(s), {counts[Severity.WARNING]} warning(s), {counts[Severity.INFO]} note(s)"
+    summary = (
+        f"{counts[Severity.ERROR]} error(s), {counts[Severity.WARNING]} warning(s), {counts[Severity.INFO]} note(s)"
+    )
     if report.ok:
         console.print(f"[bold green]OK[/bold green]: {summary}")
     else:
         console.print(f"[bold red]FAIL[/bold red]: {summary}")
 
 
-def render_summary(names: list[str], results: list[InspectReport | DflashToolsError], *, no_color: bool = False) -> None:
+def render_summary(
+    names: list[str], results: list[InspectReport | DflashToolsError], *, no_color: bool = False
+) -> None:
     console = stdout_console(no_color)
     table = Table(show_header=True, header_style="bold")
-    for column in ("source", "dialect", "B", "layout", "K_max", "Q", "tensors", "params", "errors", "warnings", "codes"):
+    for column in (
+        "source",
+        "dialect",
+        "B",
+        "layout",
+        "K_max",
+        "Q",
+        "tensors",
+        "params",
+        "errors",
+        "warnings",
+        "codes",
+    ):
         table.add_column(column, overflow="fold")
     for name, result in zip(names, results, strict=True):
         if isinstance(result, DflashToolsError):
-            table.add_row(safe_text(name), "[red]unreadable[/red]", "", "", "", "", "", "", "", "", safe_text(result.message))
+            table.add_row(
+                safe_text(name), "[red]unreadable[/red]", "", "", "", "", "", "", "", "", safe_text(result.message)
+            )
             continue
         g = result.geometry
         doc = result.to_dict()

@@ -66,7 +66,7 @@ class ConfigView:
             )
         )
 
-    def int(self, key: str, default: int | None = None, *, minimum: int | None = 1) -> int | None:
+    def get_int(self, key: str, default: int | None = None, *, minimum: int | None = 1) -> int | None:
         value = self.data.get(key, _MISSING)
         if value is _MISSING or value is None:
             return default
@@ -75,7 +75,7 @@ class ConfigView:
             return default
         return int(value)
 
-    def number(self, key: str, default: float | None = None) -> float | None:
+    def get_number(self, key: str, default: float | None = None) -> float | None:
         value = self.data.get(key, _MISSING)
         if value is _MISSING or value is None:
             return default
@@ -84,7 +84,7 @@ class ConfigView:
             return default
         return float(value)
 
-    def bool(self, key: str, default: bool | None = None) -> bool | None:
+    def get_bool(self, key: str, default: bool | None = None) -> bool | None:
         value = self.data.get(key, _MISSING)
         if value is _MISSING or value is None:
             return default
@@ -93,7 +93,7 @@ class ConfigView:
             return default
         return value
 
-    def str(self, key: str, default: str | None = None) -> str | None:
+    def get_str(self, key: str, default: str | None = None) -> str | None:
         value = self.data.get(key, _MISSING)
         if value is _MISSING or value is None:
             return default
@@ -102,18 +102,16 @@ class ConfigView:
             return default
         return value
 
-    def int_list(self, key: str, *, minimum: int | None = 0) -> list[int] | None:
+    def get_int_list(self, key: str, *, minimum: int | None = 0) -> list[int] | None:
         value = self.data.get(key, _MISSING)
         if value is _MISSING or value is None:
             return None
-        if not isinstance(value, list) or not all(
-            is_int(v) and (minimum is None or v >= minimum) for v in value
-        ):
+        if not isinstance(value, list) or not all(is_int(v) and (minimum is None or v >= minimum) for v in value):
             self._bad(key, value, "a list of integers" + (f" >= {minimum}" if minimum is not None else ""))
             return None
         return [int(v) for v in value]
 
-    def str_list(self, key: str) -> list[str] | None:
+    def get_str_list(self, key: str) -> list[str] | None:
         value = self.data.get(key, _MISSING)
         if value is _MISSING or value is None:
             return None
@@ -155,11 +153,11 @@ def read_decoder(view: ConfigView, fallback: ConfigView | None = None) -> Decode
             return view
         return fallback
 
-    hidden = pick("hidden_size").int("hidden_size")
-    layers = pick("num_hidden_layers").int("num_hidden_layers")
-    heads = pick("num_attention_heads").int("num_attention_heads")
-    intermediate = pick("intermediate_size").int("intermediate_size")
-    vocab = pick("vocab_size").int("vocab_size")
+    hidden = pick("hidden_size").get_int("hidden_size")
+    layers = pick("num_hidden_layers").get_int("num_hidden_layers")
+    heads = pick("num_attention_heads").get_int("num_attention_heads")
+    intermediate = pick("intermediate_size").get_int("intermediate_size")
+    vocab = pick("vocab_size").get_int("vocab_size")
     for key, got in (
         ("hidden_size", hidden),
         ("num_hidden_layers", layers),
@@ -172,12 +170,12 @@ def read_decoder(view: ConfigView, fallback: ConfigView | None = None) -> Decode
         raise ConfigInvalid([f for f in view.findings if f.code == "DFT006"])
     assert hidden is not None and layers is not None and heads is not None
     assert intermediate is not None and vocab is not None
-    kv_heads = pick("num_key_value_heads").int("num_key_value_heads", heads)
-    head_dim = pick("head_dim").int("head_dim", hidden // heads if hidden % heads == 0 else None)
+    kv_heads = pick("num_key_value_heads").get_int("num_key_value_heads", heads)
+    head_dim = pick("head_dim").get_int("head_dim", hidden // heads if hidden % heads == 0 else None)
     if head_dim is None:
         view.require("head_dim", None)
         raise ConfigInvalid([f for f in view.findings if f.code == "DFT006"])
-    layer_types = pick("layer_types").str_list("layer_types")
+    layer_types = pick("layer_types").get_str_list("layer_types")
     rope: dict[str, Any] = {}
     rope_view = pick("rope_parameters").sub("rope_parameters")
     if rope_view is not None:
@@ -194,12 +192,12 @@ def read_decoder(view: ConfigView, fallback: ConfigView | None = None) -> Decode
         head_dim=head_dim,
         intermediate_size=intermediate,
         vocab_size=vocab,
-        attention_bias=bool(pick("attention_bias").bool("attention_bias", False)),
+        attention_bias=bool(pick("attention_bias").get_bool("attention_bias", False)),
         layer_types=layer_types,
-        sliding_window=pick("sliding_window").int("sliding_window"),
+        sliding_window=pick("sliding_window").get_int("sliding_window"),
         rope=rope,
-        rms_norm_eps=pick("rms_norm_eps").number("rms_norm_eps"),
-        model_type=pick("model_type").str("model_type"),
+        rms_norm_eps=pick("rms_norm_eps").get_number("rms_norm_eps"),
+        model_type=pick("model_type").get_str("model_type"),
     )
 
 
@@ -210,4 +208,3 @@ def architectures(config: dict[str, Any]) -> list[str]:
     if isinstance(value, str):
         return [value]
     return []
-

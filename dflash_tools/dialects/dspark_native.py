@@ -27,30 +27,30 @@ def detect(config: dict[str, Any]) -> Dialect | None:
 def read(config: dict[str, Any], dialect: Dialect) -> DraftDescription:
     top = ConfigView(config)
     decoder = read_decoder(top)
-    ids = top.int_list("target_layer_ids", minimum=-1)
+    ids = top.get_int_list("target_layer_ids", minimum=-1)
     if ids is None:
         top.require("target_layer_ids", None)
         raise ConfigInvalid(top.findings)
-    markov_rank = top.int("markov_rank", 0, minimum=0) or 0
+    markov_rank = top.get_int("markov_rank", 0, minimum=0) or 0
     return DraftDescription(
         dialect=dialect,
         algorithm=Algorithm.DSPARK,
         decoder=decoder,
         target_layer_ids=ids,
         target_layer_ids_key="target_layer_ids",
-        mask_token_id=top.int("mask_token_id", minimum=0),
+        mask_token_id=top.get_int("mask_token_id", minimum=0),
         mask_token_id_key="mask_token_id" if "mask_token_id" in config else None,
-        draft_vocab_size=top.int("draft_vocab_size") or decoder.vocab_size,
+        draft_vocab_size=top.get_int("draft_vocab_size") or decoder.vocab_size,
         block_size_values={"block_size": config["block_size"]} if "block_size" in config else {},
         sample_from_anchor_values=(
             {"sample_from_anchor": config["sample_from_anchor"]} if "sample_from_anchor" in config else {}
         ),
-        num_target_layers=top.int("num_target_layers"),
+        num_target_layers=top.get_int("num_target_layers"),
         dspark=DSparkSpec(
             markov_rank=markov_rank,
-            markov_head_type=top.str("markov_head_type", "vanilla") or "vanilla",
-            enable_confidence_head=bool(top.bool("enable_confidence_head", False)),
-            confidence_head_with_markov=bool(top.bool("confidence_head_with_markov", False)),
+            markov_head_type=top.get_str("markov_head_type", "vanilla") or "vanilla",
+            enable_confidence_head=bool(top.get_bool("enable_confidence_head", False)),
+            confidence_head_with_markov=bool(top.get_bool("confidence_head_with_markov", False)),
         ),
         raw_config=config,
         reader_findings=top.findings,

@@ -25,35 +25,35 @@ def read(config: dict[str, Any], dialect: Dialect) -> DraftDescription:
     top = ConfigView(config)
     decoder = read_decoder(top)
     spec = top.sub("speculative_config") or ConfigView({}, "speculative_config.", top.findings)
-    ids = spec.int_list("target_layer_ids")
+    ids = spec.get_int_list("target_layer_ids")
     if ids is None:
         spec.require("target_layer_ids", None)
         raise ConfigInvalid(top.findings)
-    start = spec.int("target_layer_start_idx", 0, minimum=0) or 0
-    method = spec.str("method", "dflash") or "dflash"
+    start = spec.get_int("target_layer_start_idx", 0, minimum=0) or 0
+    method = spec.get_str("method", "dflash") or "dflash"
     algorithm = Algorithm.DFLASH2 if method == "dflash2" else Algorithm.DFLASH
     tokens = spec.raw("speculative_tokens")
     verifier_raw = spec.raw("verifier")
-    verifier_name = spec.str("verifier") if not isinstance(verifier_raw, dict) else None
+    verifier_name = spec.get_str("verifier") if not isinstance(verifier_raw, dict) else None
     if isinstance(verifier_raw, dict):
         verifier = spec.sub("verifier")
-        verifier_name = verifier.str("name_or_path") if verifier is not None else None
+        verifier_name = verifier.get_str("name_or_path") if verifier is not None else None
     return DraftDescription(
         dialect=dialect,
         algorithm=algorithm,
         decoder=decoder,
         target_layer_ids=[i - start for i in ids],
         target_layer_ids_key="speculative_config.target_layer_ids",
-        mask_token_id=spec.int("mask_token_id", minimum=0),
+        mask_token_id=spec.get_int("mask_token_id", minimum=0),
         mask_token_id_key="speculative_config.mask_token_id" if spec.has("mask_token_id") else None,
-        draft_vocab_size=spec.int("draft_vocab_size") or decoder.vocab_size,
+        draft_vocab_size=spec.get_int("draft_vocab_size") or decoder.vocab_size,
         sample_from_anchor_values=(
             {"speculative_config.sample_from_anchor": spec.raw("sample_from_anchor")}
             if spec.has("sample_from_anchor")
             else {}
         ),
         proposal_speculative_tokens=[tokens] if tokens is not None else None,
-        sliding_window_non_causal=spec.bool("sliding_window_non_causal"),
+        sliding_window_non_causal=spec.get_bool("sliding_window_non_causal"),
         verifier_name=verifier_name,
         raw_config=config,
         reader_findings=top.findings,

@@ -49,12 +49,12 @@ def read(config: dict[str, Any], dialect: Dialect) -> DraftDescription:
     layer_config = top.sub("transformer_layer_config")
     decoder = read_decoder(layer_config, top) if layer_config is not None else read_decoder(top)
 
-    aux = top.int_list("aux_hidden_state_layer_ids")
+    aux = top.get_int_list("aux_hidden_state_layer_ids")
     if aux is None:
         top.require("aux_hidden_state_layer_ids", None)
         raise ConfigInvalid(top.findings)
 
-    vocab = top.int("draft_vocab_size")
+    vocab = top.get_int("draft_vocab_size")
     if vocab is None:
         vocab = DEFAULT_DRAFT_VOCAB_SIZE
         if decoder.vocab_size != DEFAULT_DRAFT_VOCAB_SIZE:
@@ -63,7 +63,7 @@ def read(config: dict[str, Any], dialect: Dialect) -> DraftDescription:
                     "DFT006",
                     f"draft_vocab_size is absent: speculators reads it as {DEFAULT_DRAFT_VOCAB_SIZE}, not the "
                     f"decoder vocab_size {decoder.vocab_size}",
-                    f"add \"draft_vocab_size\": {decoder.vocab_size} if the draft predicts the full vocabulary",
+                    f'add "draft_vocab_size": {decoder.vocab_size} if the draft predicts the full vocabulary',
                     keys=("draft_vocab_size",),
                 )
             )
@@ -74,18 +74,18 @@ def read(config: dict[str, Any], dialect: Dialect) -> DraftDescription:
     if spec is not None:
         verifier = spec.sub("verifier")
         if verifier is not None:
-            verifier_name = verifier.str("name_or_path")
-            verifier_archs = verifier.str_list("architectures")
+            verifier_name = verifier.get_str("name_or_path")
+            verifier_archs = verifier.get_str_list("architectures")
 
     block_values = {"block_size": config["block_size"]} if "block_size" in config else {}
     sfa_values = {"sample_from_anchor": config["sample_from_anchor"]} if "sample_from_anchor" in config else {}
     dspark = None
     if algorithm is Algorithm.DSPARK:
         dspark = DSparkSpec(
-            markov_rank=top.int("markov_rank", 256, minimum=0) or 0,
-            markov_head_type=top.str("markov_head_type", "vanilla") or "vanilla",
-            enable_confidence_head=bool(top.bool("enable_confidence_head", True)),
-            confidence_head_with_markov=bool(top.bool("confidence_head_with_markov", True)),
+            markov_rank=top.get_int("markov_rank", 256, minimum=0) or 0,
+            markov_head_type=top.get_str("markov_head_type", "vanilla") or "vanilla",
+            enable_confidence_head=bool(top.get_bool("enable_confidence_head", True)),
+            confidence_head_with_markov=bool(top.get_bool("confidence_head_with_markov", True)),
         )
     return DraftDescription(
         dialect=dialect,
@@ -93,14 +93,14 @@ def read(config: dict[str, Any], dialect: Dialect) -> DraftDescription:
         decoder=decoder,
         target_layer_ids=[a - 1 for a in aux],
         target_layer_ids_key="aux_hidden_state_layer_ids",
-        mask_token_id=top.int("mask_token_id", minimum=0),
+        mask_token_id=top.get_int("mask_token_id", minimum=0),
         mask_token_id_key="mask_token_id" if "mask_token_id" in config else None,
         draft_vocab_size=vocab,
         block_size_values=block_values,
         sample_from_anchor_values=sfa_values,
         proposal_speculative_tokens=proposal_tokens(config),
-        target_hidden_size=top.int("target_hidden_size"),
-        sliding_window_non_causal=top.bool("sliding_window_non_causal"),
+        target_hidden_size=top.get_int("target_hidden_size"),
+        sliding_window_non_causal=top.get_bool("sliding_window_non_causal"),
         dflash2=read_dflash2_keys(top) if algorithm is Algorithm.DFLASH2 else None,
         dspark=dspark,
         verifier_name=verifier_name,

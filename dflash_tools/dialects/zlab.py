@@ -43,19 +43,19 @@ def read(config: dict[str, Any], dialect: Dialect) -> DraftDescription:
     dflash = top.sub("dflash_config") or ConfigView({}, "dflash_config.", top.findings)
     decoder = read_decoder(top)
 
-    layer_ids = dflash.int_list("target_layer_ids")
+    layer_ids = dflash.get_int_list("target_layer_ids")
     layer_key = "dflash_config.target_layer_ids"
     if layer_ids is None and top.has("target_layer_ids"):
-        layer_ids = top.int_list("target_layer_ids")
+        layer_ids = top.get_int_list("target_layer_ids")
         layer_key = "target_layer_ids"
     if layer_ids is None:
         dflash.require("target_layer_ids", None)
         raise ConfigInvalid(top.findings)
 
     mask_key: str | None = "dflash_config.mask_token_id"
-    mask = dflash.int("mask_token_id", minimum=0)
+    mask = dflash.get_int("mask_token_id", minimum=0)
     if mask is None and top.has("mask_token_id"):
-        mask, mask_key = top.int("mask_token_id", minimum=0), "mask_token_id"
+        mask, mask_key = top.get_int("mask_token_id", minimum=0), "mask_token_id"
     if mask is None:
         mask_key = None
 
@@ -86,9 +86,9 @@ def read(config: dict[str, Any], dialect: Dialect) -> DraftDescription:
         draft_vocab_size=decoder.vocab_size,
         block_size_values=block_values,
         sample_from_anchor_values=sfa_values,
-        num_target_layers=top.int("num_target_layers") or dflash.int("num_target_layers"),
-        target_hidden_size=dflash.int("target_hidden_size") or top.int("target_hidden_size"),
-        is_causal=top.bool("is_causal"),
+        num_target_layers=top.get_int("num_target_layers") or dflash.get_int("num_target_layers"),
+        target_hidden_size=dflash.get_int("target_hidden_size") or top.get_int("target_hidden_size"),
+        is_causal=top.get_bool("is_causal"),
         dflash2=dflash2,
         raw_config=config,
         reader_findings=top.findings,
@@ -97,10 +97,10 @@ def read(config: dict[str, Any], dialect: Dialect) -> DraftDescription:
 
 def read_dflash2_keys(view: ConfigView) -> DFlash2Spec:
     """DFlash2 conv/selector keys and optional scalars from one flat view."""
-    values = {key: view.int(key, default) for key, default in DFLASH2_DEFAULTS.items()}
-    scale = view.number("input_embedding_scale")
-    multiplier = view.number("output_multiplier")
-    softcap = view.number("final_logit_softcapping")
+    values = {key: view.get_int(key, default) for key, default in DFLASH2_DEFAULTS.items()}
+    scale = view.get_number("input_embedding_scale")
+    multiplier = view.get_number("output_multiplier")
+    softcap = view.get_number("final_logit_softcapping")
     return DFlash2Spec(
         conv_kernel_size=values["conv_kernel_size"] or DFLASH2_DEFAULTS["conv_kernel_size"],
         conv_group_size=values["conv_group_size"] or DFLASH2_DEFAULTS["conv_group_size"],
