@@ -165,6 +165,11 @@ def inspect_loaded(
         if target is not None:
             findings.extend(check_target(desc, target, loaded.tensors if loaded.weights_inspected else None))
     report = InspectReport(loaded, desc, geometry, [], target)
+    if desc is None and loaded.config is not None:
+        detected = dialects.detect(loaded.config)
+        if detected is not None:
+            # The dialect is known even when the config is too broken to describe the draft.
+            report.extra["dialect"] = detected.value
     if desc is not None:
         report.profile = match_profile(loaded.source, report.to_dict())
         findings.extend(profile_findings(report.profile))
