@@ -30,6 +30,7 @@ _CATALOGUE: tuple[CodeInfo, ...] = (
     CodeInfo("DFT003", Severity.ERROR, "safetensors header corrupt, out of bounds, overlapping or with holes"),
     CodeInfo("DFT004", Severity.ERROR, "shard index names a file that is missing or escapes the checkpoint folder"),
     CodeInfo("DFT005", Severity.INFO, "weights not inspected (config-only source, or shards not available offline)"),
+    CodeInfo("DFT007", Severity.INFO, "the Hub was unreachable: the draft was read from the local cache"),
     CodeInfo("DFT006", Severity.ERROR, "config value has the wrong type or is out of range"),
     CodeInfo("DFT010", Severity.ERROR, "block_size missing, not a positive int, or two locations disagree"),
     CodeInfo("DFT011", Severity.WARNING, "sample_from_anchor not explicit (inferred or defaulted)"),

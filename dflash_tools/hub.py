@@ -20,7 +20,6 @@ cached config, and the headers of whichever shards happen to be cached, read in 
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Callable, Iterator
@@ -64,7 +63,7 @@ from dflash_tools.source import (
     check_index_against_shards,
     is_offline,
     parse_config_text,
-    safe_shard_name,
+    parse_index,
 )
 
 if TYPE_CHECKING:
@@ -378,7 +377,7 @@ def _read_remote_weights(
             index_data = _download_small_file(hub, INDEX_NAME, pinned)
 
     if index_data is not None:
-        weight_map = _parse_index(index_data, loaded)
+        weight_map = parse_index(index_data, loaded)
         if weight_map is None:
             return
         reported: set[str] = set()
@@ -427,50 +426,6 @@ def _missing_shard(loaded: LoadedCheckpoint, shard_name: str, hub: _Hub) -> None
             file=shard_name,
         )
     )
-
-
-def _parse_index(data: bytes, loaded: LoadedCheckpoint) -> dict[str, str] | None:
-    """The weight map of a shard index, validated; problems become DFT004 findings."""
-    try:
-        index = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-        loaded.findings.append(
-            make_finding(
-                "DFT004",
-                f"{INDEX_NAME} cannot be read as JSON: {exc}",
-                "re-upload the index",
-                file=INDEX_NAME,
-            )
-        )
-        return None
-    weight_map = index.get("weight_map") if isinstance(index, dict) else None
-    if not isinstance(weight_map, dict):
-        loaded.findings.append(
-            make_finding(
-                "DFT004",
-                f"{INDEX_NAME} has no weight_map object",
-                "re-upload the index",
-                keys=("weight_map",),
-                file=INDEX_NAME,
-            )
-        )
-        return None
-    valid: dict[str, str] = {}
-    for tensor, shard in weight_map.items():
-        problem = safe_shard_name(shard)
-        if problem:
-            loaded.findings.append(
-                make_finding(
-                    "DFT004",
-                    f"{INDEX_NAME}: tensor {tensor!r}: {problem}",
-                    "the index must name files inside the checkpoint folder",
-                    keys=(tensor,),
-                    file=INDEX_NAME,
-                )
-            )
-            continue
-        valid[tensor] = shard
-    return valid
 
 
 def _add_fetched(loaded: LoadedCheckpoint, fetched: _Fetched) -> None:
@@ -704,10 +659,19 @@ def _load_from_cache(hub: _Hub, *, unreachable: BaseException | None) -> LoadedC
         commit=commit,
     )
     _set_config(loaded, data, hub)
+    if unreachable is not None:
+        loaded.findings.append(
+            make_finding(
+                "DFT007",
+                f"the Hub could not be reached ({_one_line(str(unreachable), 120)}): {hub.label} was read from the "
+                "local cache, which may be older than the Hub",
+                "rerun when the Hub is reachable to check the current revision",
+            )
+        )
 
     index_entry = try_to_load_from_cache(hub.repo_id, INDEX_NAME, revision=hub.revision)
     if isinstance(index_entry, str):
-        weight_map = _parse_index(_read_cached_file(Path(index_entry), hub), loaded)
+        weight_map = parse_index(_read_cached_file(Path(index_entry), hub), loaded)
         if weight_map is None:
             return loaded
         shard_names = sorted(set(weight_map.values()))

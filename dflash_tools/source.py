@@ -261,11 +261,22 @@ def safe_shard_name(name: Any) -> str | None:
 
 
 def read_index(folder: Path, loaded: LoadedCheckpoint, file: str = INDEX_NAME) -> dict[str, str] | None:
-    """The weight map of a shard index, validated; problems become DFT004 findings."""
-    path = folder / file
+    """The weight map of a local shard index, validated; problems become DFT004 findings."""
     try:
-        index = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+        data = (folder / file).read_bytes()
+    except OSError as exc:
+        loaded.findings.append(
+            make_finding("DFT004", f"{file} cannot be read: {exc.strerror or exc}", "re-download the index", file=file)
+        )
+        return None
+    return parse_index(data, loaded, file)
+
+
+def parse_index(data: bytes, loaded: LoadedCheckpoint, file: str = INDEX_NAME) -> dict[str, str] | None:
+    """Validate index bytes (from disk or the Hub): a weight_map whose shard names stay inside the folder."""
+    try:
+        index = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         loaded.findings.append(
             make_finding("DFT004", f"{file} cannot be read as JSON: {exc}", "re-download the index", file=file)
         )

@@ -573,6 +573,7 @@ def test_unreachable_hub_falls_back_to_cache(hub: HubServer) -> None:
     loaded = load()
     assert loaded.config == CONFIG
     assert set(loaded.tensors) == {"fc.weight", "hidden_norm.weight"}
+    assert [f.code for f in loaded.findings] == ["DFT007"]  # the user learns the result may be stale
 
 
 def test_unreachable_hub_nothing_cached(hub: HubServer) -> None:
