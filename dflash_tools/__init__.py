@@ -17,9 +17,19 @@ try:
 except PackageNotFoundError:  # pragma: no cover - running from a source tree without install
     __version__ = "0.0.0"
 
-__all__ = ["InspectReport", "__version__", "inspect_checkpoint"]
+__all__ = [
+    "ConvertPlan",
+    "ConvertResult",
+    "InspectReport",
+    "__version__",
+    "convert_checkpoint",
+    "inspect_checkpoint",
+    "plan_conversion",
+    "push_folder",
+]
 
 if TYPE_CHECKING:
+    from dflash_tools.convert import ConvertPlan, ConvertResult, convert_checkpoint, plan_conversion, push_folder
     from dflash_tools.inspect import InspectReport, inspect_checkpoint
 
 
@@ -29,4 +39,8 @@ def __getattr__(name: str) -> Any:
         from dflash_tools import inspect
 
         return getattr(inspect, name)
+    if name in ("convert_checkpoint", "plan_conversion", "push_folder", "ConvertPlan", "ConvertResult"):
+        from dflash_tools import convert
+
+        return getattr(convert, name)
     raise AttributeError(name)

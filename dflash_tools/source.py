@@ -54,7 +54,10 @@ def examples_dir() -> Path:
 
 def list_examples() -> list[str]:
     root = examples_dir()
-    return sorted(p.name for p in root.iterdir() if (p / CONFIG_NAME).is_file()) if root.is_dir() else []
+    if not root.is_dir():
+        return []
+    # Only drafts: a folder with weights (the bundled targets have a config.json alone).
+    return sorted(p.name for p in root.iterdir() if (p / CONFIG_NAME).is_file() and any(p.glob("*.safetensors")))
 
 
 def looks_like_repo_id(source: str) -> bool:

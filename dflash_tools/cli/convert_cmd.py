@@ -1,9 +1,292 @@
-"""`dflash-tools convert` (being built)."""
+"""`dflash-tools convert`: parse options, call the core (`dflash_tools.convert`), render."""
 
 from __future__ import annotations
 
+import os
+from typing import Annotated, Any
+
 import typer
+from rich.table import Table
+
+from dflash_tools.cli._errors import EXIT_FINDINGS, EXIT_OK, debug_enabled, handle_errors, report_error
+from dflash_tools.cli._output import (
+    SEVERITY_STYLE,
+    OutputFormat,
+    human_bytes,
+    safe_text,
+    stderr_console,
+    stdout_console,
+    write_json,
+)
+from dflash_tools.errors import DflashToolsError, UsageError
+from dflash_tools.fileops import LinkMode
+from dflash_tools.findings import Severity
+from dflash_tools.geometry import Geometry
+
+HELP = """Normalize a draft checkpoint, or translate it between z-lab and speculators form.
+
+Writes block_size and sample_from_anchor explicitly everywhere an engine reads them and leaves
+every other byte of config.json as it was. The source is never modified: the result is built
+in a staging folder next to OUT, inspected, and renamed into place. Unchanged weights are
+hard-linked (or copied); tensors that must go are removed by streaming the bytes, no torch.
+
+Examples:
+
+  dflash-tools convert z-lab/Qwen3.8-27B-DFlash2 -o ./qwen38-dflash2
+
+  dflash-tools convert ./anchor-draft -o ./out --sample-from-anchor
+
+  dflash-tools convert ./speculators-draft -o ./zlab --to zlab
+
+  dflash-tools convert ./draft --in-place
+
+  dflash-tools convert ./draft -o ./out --dry-run
+
+  dflash-tools convert ./draft --check
+
+  dflash-tools convert ./draft -o ./out --push-to-hub me/draft-fixed
+"""
+
+EPILOG = (
+    "Exit codes: 0 converted (or, with --check, nothing would change); 1 --check found changes, "
+    "or the conversion was refused (conflicting values: the message names the flag that settles "
+    "them; a conversion that would change behaviour; new errors in the result) or failed; "
+    "2 usage error (e.g. --in-place with -o, a non-empty OUT without --force, --in-place on the "
+    "Hugging Face cache) or a source that cannot be found or reached."
+)
 
 
 def register(app: typer.Typer) -> None:
-    """Add the command to the root app."""
+    app.command("convert", help=HELP, epilog=EPILOG, no_args_is_help=True)(convert_command)
+
+
+def convert_command(
+    source: Annotated[str, typer.Argument(metavar="SOURCE", help="Checkpoint folder, Hub repo id or example:NAME.", show_default=False)],
+    output: Annotated[str | None, typer.Option("--output", "-o", metavar="OUT", help="New folder for the result (must be empty or absent).", show_default=False)] = None,
+    in_place: Annotated[bool, typer.Option("--in-place", help="Rewrite SOURCE itself (a plain local folder; NAME.bak backups kept).")] = False,
+    to: Annotated[str | None, typer.Option("--to", metavar="DIALECT", help="Translate to zlab or speculators (DFlash / DFlash2).", show_default=False)] = None,
+    block_size: Annotated[int | None, typer.Option("--block-size", min=1, help="The trained block size, overriding the checkpoint.", show_default=False)] = None,
+    sample_from_anchor: Annotated[bool | None, typer.Option("--sample-from-anchor/--no-sample-from-anchor", help="The trained layout: anchor-first / bonus-anchor.", show_default=False)] = None,
+    target: Annotated[str | None, typer.Option("--target", "-t", help="Target model (folder or repo id): recorded as the verifier, and checked.")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Replace a non-empty OUT or old backups; let a flag override an explicit value.")] = False,
+    backup: Annotated[bool, typer.Option("--backup/--no-backup", help="With --in-place: keep NAME.bak of every replaced file.")] = True,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan and the config.json diff; write nothing.")] = False,
+    check: Annotated[bool, typer.Option("--check", help="Write nothing; exit 1 if anything would change (a CI gate).")] = False,
+    link_mode: Annotated[LinkMode, typer.Option("--link-mode", help="How unchanged weights reach OUT.")] = LinkMode.AUTO,
+    push_to_hub: Annotated[str | None, typer.Option("--push-to-hub", metavar="REPO", help="Upload the result to this Hub repo, as a pull request.", show_default=False)] = None,
+    pr: Annotated[bool, typer.Option("--pr/--no-pr", help="--no-pr: commit directly (creating the repo if needed) instead of opening a pull request.")] = True,
+    commit_message: Annotated[str | None, typer.Option("--commit-message", help="Commit / pull request title for --push-to-hub.", show_default=False)] = None,
+    revision: Annotated[str | None, typer.Option("--revision", help="Hub branch, tag or commit of SOURCE.")] = None,
+    token: Annotated[str | None, typer.Option("--token", envvar="HF_TOKEN", help="Hugging Face token (default: $HF_TOKEN or the saved login).", show_default=False)] = None,
+    timeout: Annotated[float, typer.Option("--timeout", min=0.1, help="Seconds for each Hub request.")] = 10.0,
+    output_format: Annotated[OutputFormat, typer.Option("--format", "-f", envvar="DFLASH_TOOLS_FORMAT", help="human or json (one document on stdout).")] = OutputFormat.HUMAN,
+    json_flag: Annotated[bool, typer.Option("--json", help="Shorthand for --format json.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Human output: only warnings and the last line.")] = False,
+    no_color: Annotated[bool, typer.Option("--no-color", help="No colour (also: NO_COLOR).")] = False,
+) -> None:
+    fmt = OutputFormat.JSON if json_flag else output_format
+    with handle_errors():
+        try:
+            _check_usage(output, in_place, to, backup, check, dry_run)
+            if token and "HF_TOKEN" not in os.environ:
+                stderr_console(no_color).print(
+                    "[yellow]warning:[/yellow] --token on the command line is visible to other users; prefer HF_TOKEN"
+                )
+            from dflash_tools.convert import convert_checkpoint
+
+            writes = not (check or dry_run)
+            result = convert_checkpoint(
+                source,
+                output,
+                in_place=in_place,
+                to=to,
+                block_size=block_size,
+                sample_from_anchor=sample_from_anchor,
+                target=target,
+                force=force,
+                backup=backup,
+                link_mode=link_mode,
+                dry_run=not writes,
+                revision=revision,
+                token=token,
+                timeout=timeout,
+                push_to_hub=push_to_hub if writes else None,
+                create_pr=pr,
+                commit_message=commit_message,
+            )
+        except DflashToolsError as exc:
+            if fmt is OutputFormat.JSON and not debug_enabled():
+                write_json(_error_document(source, exc))
+                report_error(exc.message, exc.hint)
+                raise typer.Exit(exc.exit_code) from None
+            raise
+        code = EXIT_FINDINGS if check and result.plan.changed else EXIT_OK
+        if fmt is OutputFormat.JSON:
+            document = result.to_dict()
+            if check:
+                document["mode"] = "check"
+            if push_to_hub and not writes:
+                document["push"] = {"repo_id": push_to_hub, "pr_url": None, "commit_url": None, "would_push": True}
+            write_json(document)
+        else:
+            render(result, check=check, quiet=quiet, no_color=no_color, would_push=push_to_hub if not writes else None)
+        raise typer.Exit(code)
+
+
+def _check_usage(
+    output: str | None,
+    in_place: bool,
+    to: str | None,
+    backup: bool,
+    check: bool,
+    dry_run: bool,
+) -> None:
+    if in_place and output is not None:
+        raise UsageError("--in-place and -o/--output exclude each other", "pass -o OUT for a new folder, or --in-place to rewrite SOURCE")
+    if to is not None and to not in ("zlab", "speculators"):
+        raise UsageError(f"--to {to}: expected zlab or speculators", "drop --to to keep the dialect")
+    if not backup and not in_place:
+        raise UsageError("--no-backup only applies to --in-place", "drop --no-backup")
+    if not (in_place or output or check or dry_run):
+        raise UsageError("no output given", "pass -o OUT (a new folder), --in-place, --dry-run or --check")
+
+
+def _error_document(source: str, exc: DflashToolsError) -> dict[str, Any]:
+    from dflash_tools.convert import SCHEMA_VERSION, VerificationFailed
+
+    error: dict[str, Any] = {"message": exc.message, "hint": exc.hint, "exit_code": exc.exit_code}
+    if isinstance(exc, VerificationFailed):
+        error["findings"] = [f.to_dict() for f in exc.findings]
+    return {"schema_version": SCHEMA_VERSION, "command": "convert", "source": source, "ok": False, "error": error}
+
+
+# --------------------------------------------------------------------------------------------
+# Human output
+# --------------------------------------------------------------------------------------------
+
+
+def _geometry_rows(before: Geometry | None, after: Geometry | None) -> list[tuple[str, str, str]]:
+    def cell(g: Geometry | None, value: str, source: str | None = None) -> str:
+        if g is None:
+            return "[red]unknown[/red]"
+        return value + (f" [dim]({source})[/dim]" if source else "")
+
+    rows = []
+    for label, get, source in (
+        ("block_size", lambda g: str(g.block_size), lambda g: g.block_size_source.value),
+        ("sample_from_anchor", lambda g: str(g.sample_from_anchor).lower(), lambda g: g.sample_from_anchor_source.value),
+        ("layout", lambda g: g.layout, None),
+        ("K_max", lambda g: str(g.max_speculative_tokens), None),
+        ("query positions at K_max", lambda g: str(g.num_query_tokens), None),
+    ):
+        rows.append(
+            (
+                label,
+                cell(before, get(before) if before else "", source(before) if (before and source) else None),
+                cell(after, get(after) if after else "", source(after) if (after and source) else None),
+            )
+        )
+    return rows
+
+
+def render(result: Any, *, check: bool, quiet: bool, no_color: bool, would_push: str | None) -> None:
+    from dflash_tools.convert import ConvertResult
+
+    assert isinstance(result, ConvertResult)
+    plan = result.plan
+    console = stdout_console(no_color)
+    err = stderr_console(no_color)
+    for warning in plan.warnings:
+        err.print(f"[yellow]warning:[/yellow] {safe_text(warning)}", soft_wrap=True)
+    for note in result.notes:
+        err.print(f"[dim]note:[/dim] {safe_text(note)}", soft_wrap=True)
+    if not quiet:
+        where = safe_text(plan.loaded.source)
+        arrow = f" → {safe_text(result.output)}" if result.output is not None else ""
+        mode = {"dry-run": " (dry run: nothing written)", "in-place": " (in place)"}.get(result.mode, "")
+        if check:
+            mode = " (check: nothing written)"
+        console.print(f"[bold]convert[/bold] {where}{arrow}{mode}")
+        kind = "cross-dialect" if plan.cross_dialect else "normalize"
+        console.print(f"dialect: {plan.description.dialect.value} → {plan.output_dialect.value} ({kind})")
+        table = Table(show_header=True, header_style="bold", box=None, padding=(0, 2))
+        table.add_column("geometry")
+        table.add_column("before")
+        table.add_column("after")
+        after_geometry = result.after.geometry if result.after is not None else (plan.output_geometry or plan.geometry)
+        for row in _geometry_rows(plan.before.geometry, after_geometry):
+            table.add_row(*row)
+        console.print(table)
+        if plan.decisions:
+            console.print("[bold]decisions[/bold]")
+            for decision in plan.decisions:
+                console.print(f"  • {safe_text(decision.message)}", soft_wrap=True)
+        if plan.tensor_changes:
+            console.print("[bold]tensors[/bold]")
+            for change in plan.tensor_changes:
+                what = f"rename → {safe_text(change.new_name)}" if change.action == "rename" else "drop"
+                console.print(f"  • {safe_text(change.name)} ({safe_text(change.file)}): {what}: {safe_text(change.reason)}", soft_wrap=True)
+        if result.files:
+            files = Table(show_header=True, header_style="bold", box=None, padding=(0, 2))
+            for column in ("file", "action", "bytes"):
+                files.add_column(column)
+            for record in result.files:
+                action = record.action + (f" ({safe_text(record.detail)})" if record.detail else "")
+                files.add_row(safe_text(record.path), action, human_bytes(record.bytes))
+            console.print(files)
+        if result.mode == "dry-run" and not check and plan.config_changed:
+            console.print("[bold]config.json diff[/bold]")
+            for line in plan.diff().splitlines():
+                style = "green" if line.startswith("+") else "red" if line.startswith("-") else None
+                text = safe_text(line)
+                console.print(f"[{style}]{text}[/{style}]" if style else text, soft_wrap=True)
+        if result.after is not None:
+            _render_verification(console, result)
+    _render_last_line(console, result, check=check, would_push=would_push)
+
+
+def _render_verification(console: Any, result: Any) -> None:
+    after = result.after
+    counts = {s: sum(1 for f in after.findings if f.severity is s) for s in Severity}
+    console.print(
+        f"[bold]verification[/bold]: output inspected: {counts[Severity.ERROR]} error(s), "
+        f"{counts[Severity.WARNING]} warning(s), {counts[Severity.INFO]} note(s); no new errors"
+    )
+    for finding in after.findings:
+        if finding.severity is Severity.INFO:
+            continue
+        style = SEVERITY_STYLE[finding.severity.value]
+        console.print(f"  [{style}]{finding.code}[/{style}] {safe_text(finding.message)}", soft_wrap=True)
+
+
+def _render_last_line(console: Any, result: Any, *, check: bool, would_push: str | None) -> None:
+    plan = result.plan
+    if check or result.mode == "dry-run":
+        if plan.changed:
+            parts = []
+            if plan.config_changed:
+                keys = plan.changed_keys()
+                parts.append(f"config.json ({len(keys)} key(s): {', '.join(keys[:6])}{', ...' if len(keys) > 6 else ''})")
+            if plan.tensor_changes:
+                parts.append(f"{len(plan.tensor_changes)} tensor(s)")
+            verb = "[bold yellow]would change[/bold yellow]" if check else "[bold]would write[/bold]"
+            console.print(f"{verb}: {safe_text('; '.join(parts))}")
+        else:
+            console.print("[bold green]already normalized[/bold green]: nothing would change")
+        if would_push:
+            console.print(f"would open a pull request on {safe_text(would_push)}")
+        return
+    if not result.written:
+        console.print("[bold green]already normalized[/bold green]: nothing written")
+    else:
+        linked = sum(1 for f in result.files if f.action in ("hardlink", "symlink"))
+        console.print(
+            f"[bold green]wrote[/bold green] {safe_text(result.output)}: {len(result.files)} file(s), "
+            f"{linked} linked, {human_bytes(result.weight_bytes_copied)} of weights copied"
+            + (f"; backups: {', '.join(safe_text(p.name) for p in result.backups)}" if result.backups else "")
+        )
+    if result.push is not None:
+        if result.push.pr_url:
+            console.print(f"pull request: {safe_text(result.push.pr_url)}")
+        elif result.push.commit_url:
+            console.print(f"commit: {safe_text(result.push.commit_url)}")

@@ -1,9 +1,579 @@
-"""`dflash-tools smoke-test` (being built)."""
+"""`dflash-tools smoke-test`: parse options, plan, run the engine child per draft, render."""
 
 from __future__ import annotations
 
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Annotated, Any
+
 import typer
+from rich.status import Status
+from rich.table import Table
+
+from dflash_tools.cli._errors import handle_errors
+from dflash_tools.cli._output import (
+    SEVERITY_STYLE,
+    OutputFormat,
+    safe_text,
+    stderr_console,
+    stdout_console,
+    write_json,
+)
+from dflash_tools.errors import UsageError
+from dflash_tools.smoke import contract, presets, report
+from dflash_tools.smoke.capability import detect_vllm, engine_available, resolve_engine
+from dflash_tools.smoke.plan import DraftPlan, RunPlan, SmokeOptions, SmokePlan, plan_draft, resolve_plan
+from dflash_tools.smoke.presets import DraftEntry, Floor
+from dflash_tools.smoke.runner import CHILD_COMMAND_ENV, execute_plan
+from dflash_tools.target import TargetSpec, load_target
+
+HELP = """Prove drafts on a GPU: serve them through vLLM (or the torch reference engine), measure.
+
+For each draft: the inspect checks with the target and K (refusing to launch on error findings
+unless --force), the resolved launch (speculative config with method "dflash", K, layout, query
+positions, runner, environment, and whether the dflash-tools vLLM plugin patches stock vLLM 0.33.0
+for anchor-first drafts), then a greedy run in a child process: mean acceptance length,
+acceptance per draft position, tokens per second with and without speculation, token identity
+with the target alone, and a verdict against the draft's acceptance floor.
+
+Examples:
+
+  dflash-tools smoke-test --preset qwen3.8-27b-dflash2
+
+  dflash-tools smoke-test -t Qwen/Qwen3.8-27B -d z-lab/Qwen3.8-27B-DFlash2 -d DaoCloud/Qwen3.8-27B-DFlash2-Exp
+
+  dflash-tools smoke-test --preset qwen3.8-27b-dflash2 --dry-run --format json
+
+  dflash-tools smoke-test --server http://127.0.0.1:8000 -d z-lab/Qwen3.8-27B-DFlash2
+"""
+
+EPILOG = (
+    "Exit codes: 0 every draft passed (or, with --dry-run, can be launched); 1 a draft failed, "
+    "errored or has preflight errors; 2 usage or setup error (no engine, unreachable source, a "
+    "vLLM that cannot serve the draft's layout)."
+)
 
 
 def register(app: typer.Typer) -> None:
-    """Add the command to the root app."""
+    app.command("smoke-test", help=HELP, epilog=EPILOG, no_args_is_help=True)(smoke_test_command)
+
+
+def _key_values(items: list[str] | None, option: str, *, parse_json: bool) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    for item in items or []:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"{option} {item!r}: expected KEY=VALUE", f"e.g. {option} max_num_seqs=8")
+        value: Any = raw
+        if parse_json:
+            try:
+                value = json.loads(raw)
+            except ValueError:
+                value = raw
+        values[key.strip()] = value
+    return values
+
+
+def smoke_test_command(
+    target: Annotated[str | None, typer.Option("--target", "-t", help="Target model (Hub repo id or folder).")] = None,
+    drafts: Annotated[
+        list[str] | None, typer.Option("--draft", "-d", help="Draft checkpoint (repeatable).", show_default=False)
+    ] = None,
+    preset: Annotated[
+        str | None, typer.Option("--preset", help="A test plan from configs/presets (name) or a preset .json.")
+    ] = None,
+    num_speculative_tokens: Annotated[
+        int | None, typer.Option("-k", "--num-speculative-tokens", min=1, help="K (default: each draft's trained K).")
+    ] = None,
+    engine: Annotated[
+        str, typer.Option("--engine", help="vllm, torch, or auto (vllm when installed, else torch).")
+    ] = "auto",
+    device: Annotated[
+        str | None, typer.Option("--device", help="Device for the engine (cuda, cuda:1; cpu with --engine torch).")
+    ] = None,
+    dtype: Annotated[str | None, typer.Option("--dtype", help="Model dtype (bfloat16, float16, float32).")] = None,
+    prompts_file: Annotated[
+        str | None,
+        typer.Option("--prompts", help='Prompts JSONL ({"prompt": ...} per line) or a name in configs/prompts.'),
+    ] = None,
+    num_prompts: Annotated[
+        int | None, typer.Option("--num-prompts", min=1, help="Use only the first N prompts.")
+    ] = None,
+    max_tokens: Annotated[
+        int | None, typer.Option("--max-tokens", min=1, help="New tokens per prompt (default 128, or the preset's).")
+    ] = None,
+    chat: Annotated[
+        bool | None,
+        typer.Option(
+            "--chat/--no-chat", help="Wrap prompts with the target's chat template (thinking off).", show_default=False
+        ),
+    ] = None,
+    no_baseline: Annotated[
+        bool, typer.Option("--no-baseline", help="Skip the target-alone run (no token identity, no speed ratio).")
+    ] = False,
+    compare_layouts: Annotated[
+        bool,
+        typer.Option(
+            "--compare-layouts", help="Also serve each draft in the flipped layout; the declared one should win."
+        ),
+    ] = False,
+    server: Annotated[
+        str | None, typer.Option("--server", help="Measure a running OpenAI-compatible vLLM server instead (URL).")
+    ] = None,
+    server_model: Annotated[
+        str | None, typer.Option("--server-model", help="Model name on the server (default: the only one served).")
+    ] = None,
+    api_key: Annotated[
+        str | None,
+        typer.Option("--api-key", envvar="DFLASH_TOOLS_API_KEY", help="Bearer token for --server.", show_default=False),
+    ] = None,
+    concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="Concurrent requests with --server.")] = 1,
+    tensor_parallel_size: Annotated[
+        int | None, typer.Option("--tensor-parallel-size", min=1, help="vLLM tensor parallelism for the target.")
+    ] = None,
+    max_model_len: Annotated[int | None, typer.Option("--max-model-len", min=1, help="vLLM max_model_len.")] = None,
+    engine_arg: Annotated[
+        list[str] | None,
+        typer.Option("--engine-arg", help="Engine keyword KEY=VALUE (JSON values), repeatable.", show_default=False),
+    ] = None,
+    env: Annotated[
+        list[str] | None,
+        typer.Option("--env", help="Environment KEY=VALUE for the engine process, repeatable.", show_default=False),
+    ] = None,
+    floor: Annotated[
+        float | None,
+        typer.Option("--floor", min=0.0, help="Mean acceptance length every draft must reach (overrides the preset)."),
+    ] = None,
+    require_identical: Annotated[
+        bool,
+        typer.Option("--require-identical", help="Fail a draft whose greedy output differs from the target alone."),
+    ] = False,
+    force: Annotated[bool, typer.Option("--force", help="Launch despite preflight error findings.")] = False,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Resolve and print the plan; start nothing (no GPU needed).")
+    ] = False,
+    timeout: Annotated[
+        float, typer.Option("--timeout", min=1.0, help="Wall-clock seconds for each engine run.")
+    ] = 3600.0,
+    output_dir: Annotated[
+        Path | None,
+        typer.Option("--output-dir", help="Where requests, results and logs go (default: a new temp folder)."),
+    ] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Seed passed to the engine.")] = 0,
+    revision: Annotated[str | None, typer.Option("--revision", help="Hub revision of the drafts.")] = None,
+    target_revision: Annotated[
+        str | None, typer.Option("--target-revision", help="Hub revision of the target.")
+    ] = None,
+    token: Annotated[
+        str | None,
+        typer.Option(
+            "--token",
+            envvar="HF_TOKEN",
+            help="Hugging Face token (default: $HF_TOKEN or the saved login).",
+            show_default=False,
+        ),
+    ] = None,
+    hub_timeout: Annotated[
+        float, typer.Option("--hub-timeout", min=0.1, help="Seconds for each Hub request during preflight.")
+    ] = 10.0,
+    output_format: Annotated[
+        OutputFormat,
+        typer.Option("--format", "-f", envvar="DFLASH_TOOLS_FORMAT", help="human or json (one document on stdout)."),
+    ] = OutputFormat.HUMAN,
+    json_flag: Annotated[bool, typer.Option("--json", help="Shorthand for --format json.")] = False,
+    no_color: Annotated[bool, typer.Option("--no-color", help="No colour (also: NO_COLOR).")] = False,
+) -> None:
+    fmt = OutputFormat.JSON if json_flag else output_format
+    with handle_errors():
+        if engine not in ("vllm", "torch", "auto"):
+            raise UsageError(f"--engine {engine!r}: expected vllm, torch or auto", "pass --engine vllm, torch or auto")
+        loaded_preset = presets.load_preset(preset) if preset else None
+        entries = _draft_entries(drafts, loaded_preset, revision)
+        chosen_engine = resolve_engine(engine)
+        prompts_path = presets.resolve_prompts_path(
+            prompts_file or (loaded_preset.prompts if loaded_preset else None),
+            relative_to=loaded_preset.path.parent if loaded_preset else None,
+        )
+        prompt_texts = presets.load_prompts(
+            prompts_path, num_prompts or (loaded_preset.num_prompts if loaded_preset else None)
+        )
+        engine_args = dict(loaded_preset.engine_args) if loaded_preset else {}
+        if tensor_parallel_size is not None:
+            engine_args["tensor_parallel_size"] = tensor_parallel_size
+        if max_model_len is not None:
+            engine_args["max_model_len"] = max_model_len
+        engine_args.update(_key_values(engine_arg, "--engine-arg", parse_json=True))
+        run_env = dict(loaded_preset.env) if loaded_preset else {}
+        run_env.update({k: str(v) for k, v in _key_values(env, "--env", parse_json=False).items()})
+        options = SmokeOptions(
+            target=target or (loaded_preset.target if loaded_preset else None),
+            drafts=entries,
+            prompts=prompt_texts,
+            prompts_source=str(prompts_path),
+            num_speculative_tokens=num_speculative_tokens
+            or (loaded_preset.num_speculative_tokens if loaded_preset else None),
+            engine=chosen_engine,
+            device=device,
+            dtype=dtype,
+            max_tokens=max_tokens or (loaded_preset.max_tokens if loaded_preset and loaded_preset.max_tokens else 128),
+            baseline=not no_baseline,
+            compare_layouts=compare_layouts,
+            force=force,
+            engine_args=engine_args,
+            env=run_env,
+            seed=seed,
+            revision=revision,
+            target_revision=target_revision,
+            token=token,
+            hub_timeout=hub_timeout,
+            chat=chat if chat is not None else bool(loaded_preset and loaded_preset.chat),
+            enable_thinking=bool(loaded_preset and loaded_preset.enable_thinking),
+            floor=Floor(mean_acceptance_length=floor, first_position_rate=0.3, provenance="--floor on the command line")
+            if floor is not None
+            else None,
+            inherited_env=dict(os.environ),
+        )
+        if server:
+            code = _server_mode(server, server_model, api_key, concurrency, options, fmt, no_color, require_identical)
+            raise typer.Exit(code)
+        if options.target is None:
+            raise UsageError("no target given", "pass --target (the model the drafts were trained for) or --preset")
+        capability = detect_vllm() if chosen_engine == "vllm" else None
+        target_spec = load_target(options.target, revision=target_revision, token=token, timeout=hub_timeout)
+        plan = resolve_plan(options, capability, target_spec)
+        if dry_run:
+            document = report.build_document(
+                plan, {}, mode="dry-run", work_dir=None, require_identical=require_identical
+            )
+            document["engine_requested"] = engine
+            document["engine_available"] = engine_available(chosen_engine)
+            _emit(document, plan, fmt, no_color)
+            raise typer.Exit(document["exit_code"])
+        if CHILD_COMMAND_ENV not in os.environ and not engine_available(chosen_engine):
+            extra = "vllm" if chosen_engine == "vllm" else "torch"
+            raise UsageError(
+                f"the {chosen_engine} engine is not installed in this Python environment",
+                f"pip install 'dflash-tools[{extra}]' (or use --dry-run to see the plan)",
+            )
+        work_dir = _work_dir(output_dir)
+        results = _execute(plan, work_dir, timeout, fmt, no_color)
+        document = report.build_document(
+            plan, results, mode="offline", work_dir=str(work_dir), require_identical=require_identical
+        )
+        document["engine_requested"] = engine
+        _emit(document, plan, fmt, no_color)
+        raise typer.Exit(document["exit_code"])
+
+
+def _draft_entries(drafts: list[str] | None, loaded: presets.Preset | None, revision: str | None) -> list[DraftEntry]:
+    if drafts:
+        by_source = {entry.draft: entry for entry in (loaded.drafts if loaded else [])}
+        return [by_source.get(source, DraftEntry(draft=source, revision=revision)) for source in drafts]
+    return list(loaded.drafts) if loaded else []
+
+
+def _work_dir(output_dir: Path | None) -> Path:
+    if output_dir is None:
+        return Path(tempfile.mkdtemp(prefix="dflash-tools-smoke-"))
+    output_dir = output_dir.expanduser()
+    if output_dir.exists() and not output_dir.is_dir():
+        raise UsageError(f"--output-dir {output_dir}: not a folder", "pass a folder (it is created when missing)")
+    output_dir.mkdir(parents=True, exist_ok=True)
+    return output_dir
+
+
+def _execute(
+    plan: SmokePlan, work_dir: Path, timeout: float, fmt: OutputFormat, no_color: bool
+) -> dict[str, contract.SmokeResult]:
+    console = stderr_console(no_color)
+    live = sys.stderr.isatty()
+    status: Status | None = None
+    console.print(f"[dim]requests, results and logs: {safe_text(work_dir)}[/dim]", soft_wrap=True)
+
+    def on_start(run: RunPlan, log: Path) -> None:
+        nonlocal status
+        console.print(f"running {safe_text(run.label)} [dim](log: {safe_text(log)})[/dim]", soft_wrap=True)
+        if live:
+            status = console.status(f"{safe_text(run.label)}: starting")
+            status.start()
+
+    def on_progress(message: str) -> None:
+        if status is not None:
+            status.update(f"{safe_text(message)}")
+
+    def on_done(run: RunPlan, result: contract.SmokeResult) -> None:
+        nonlocal status
+        if status is not None:
+            status.stop()
+            status = None
+        if result["ok"]:
+            console.print(
+                f"  done: mean acceptance length {result['mean_acceptance_length']:.2f} over {result['num_drafts']} draft steps",
+                soft_wrap=True,
+            )
+        else:
+            console.print(f"  [red]failed:[/red] {safe_text(result['error'])}", soft_wrap=True)
+
+    try:
+        return execute_plan(
+            plan, work_dir, timeout_s=timeout, on_start=on_start, on_progress=on_progress, on_done=on_done
+        )
+    finally:
+        if status is not None:
+            status.stop()
+
+
+def _server_mode(
+    url: str,
+    model: str | None,
+    api_key: str | None,
+    concurrency: int,
+    options: SmokeOptions,
+    fmt: OutputFormat,
+    no_color: bool,
+    require_identical: bool,
+) -> int:
+    from dflash_tools.smoke.server import ServerOptions, run_server
+
+    if len(options.drafts) > 1:
+        raise UsageError(
+            "--server measures one draft (the one the server serves)", "pass at most one --draft with --server"
+        )
+    target_spec: TargetSpec | None = (
+        load_target(options.target, revision=options.target_revision, token=options.token, timeout=options.hub_timeout)
+        if options.target
+        else None
+    )
+    draft_plan: DraftPlan | None = None
+    if options.drafts:
+        draft_plan = plan_draft(0, options.drafts[0], options, "vllm", target_spec, None)
+    result = run_server(
+        ServerOptions(
+            url=url,
+            prompts=options.prompts,
+            max_tokens=options.max_tokens,
+            model=model,
+            api_key=api_key,
+            chat=options.chat,
+            enable_thinking=options.enable_thinking,
+            seed=options.seed,
+            concurrency=concurrency,
+        )
+    )
+    served_model = str((result.get("engine_details") or {}).get("model", url))
+    measured_k = len(result["accepted_per_position"])
+    if draft_plan is None:
+        draft_plan = DraftPlan(source=url, label=served_model, findings=[], floor=options.floor or presets.SANITY_FLOOR)
+    declared = draft_plan.declared_run
+    run = RunPlan(
+        label=draft_plan.label,
+        slug="01-server",
+        layout_role="declared",
+        sample_from_anchor=declared.sample_from_anchor if declared else None,
+        num_speculative_tokens=declared.num_speculative_tokens if declared else measured_k,
+        num_query_tokens=declared.num_query_tokens if declared else None,
+        runner="n/a",
+        serving="server",
+        env={},
+        request=None,
+    )
+    if draft_plan.refusal is not None:
+        # Nothing is launched in server mode: preflight errors are reported, not a refusal.
+        draft_plan.notes.append(f"preflight: {draft_plan.refusal.split(';')[0]}")
+        draft_plan.refusal = None
+        draft_plan.refusal_kind = None
+    draft_plan.runs = [run]
+    options.engine = "vllm-server"
+    plan = SmokePlan("vllm-server", options.target, target_spec, None, [draft_plan], options)
+    document = report.build_document(
+        plan,
+        {run.slug: result},
+        mode="server",
+        work_dir=None,
+        require_identical=require_identical,
+        extra={"server": url},
+    )
+    _emit(document, plan, fmt, no_color)
+    code: int = document["exit_code"]
+    return code
+
+
+# --- rendering -------------------------------------------------------------------------------
+
+
+def _emit(document: dict[str, Any], plan: SmokePlan, fmt: OutputFormat, no_color: bool) -> None:
+    if fmt is OutputFormat.JSON:
+        write_json(document)
+        return
+    render(document, no_color=no_color)
+
+
+STATUS_STYLE = {
+    "pass": "bold green",
+    "fail": "bold red",
+    "error": "bold red",
+    "refused": "bold red",
+    "skipped": "yellow",
+    "planned": "cyan",
+}
+
+
+def _fmt(value: Any, spec: str = "") -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return format(value, spec)
+
+
+def render(document: dict[str, Any], *, no_color: bool = False) -> None:
+    console = stdout_console(no_color)
+    target = document.get("target") or {}
+    vllm = document.get("vllm") or {}
+    prompts = document["prompts"]
+    engine = document["engine"]
+    if engine == "vllm" and vllm:
+        engine += f" {vllm.get('version') or '(not installed)'} · {vllm.get('support')}"
+    console.print(
+        f"[bold]smoke-test[/bold] ({document['mode']})  target [bold]{safe_text(target.get('source') or '-')}[/bold]  "
+        f"engine {safe_text(engine)}  prompts {prompts['count']} × {prompts['max_tokens']} tokens "
+        f"[dim]({safe_text(prompts['source'])})[/dim]",
+        soft_wrap=True,
+    )
+    for draft in document["drafts"]:
+        findings = draft["preflight"]["findings"]
+        if findings:
+            table = Table(
+                title=f"preflight: {safe_text(draft['label'])}",
+                title_justify="left",
+                show_header=True,
+                header_style="bold",
+            )
+            table.add_column("code", no_wrap=True)
+            table.add_column("severity", no_wrap=True)
+            table.add_column("finding", overflow="fold")
+            for finding in findings:
+                style = SEVERITY_STYLE[finding["severity"]]
+                text = safe_text(finding["message"])
+                if finding["hint"]:
+                    text += f"\n[dim]→ {safe_text(finding['hint'])}[/dim]"
+                table.add_row(finding["code"], f"[{style}]{finding['severity']}[/{style}]", text)
+            console.print(table)
+    console.print(_plan_table(document))
+    if document["mode"] != "dry-run":
+        console.print(_results_table(document))
+        _render_chart(console, document)
+    for draft in document["drafts"]:
+        verdict = draft["verdict"]
+        style = STATUS_STYLE.get(verdict["status"], "bold")
+        line = f"[{style}]{verdict['status'].upper()}[/{style}] {safe_text(draft['label'])}"
+        if verdict["reasons"]:
+            line += ": " + "; ".join(safe_text(r) for r in verdict["reasons"])
+        console.print(line, soft_wrap=True)
+        for warning in verdict["warnings"]:
+            console.print(f"  [yellow]note:[/yellow] {safe_text(warning)}", soft_wrap=True)
+        if draft.get("layout_comparison"):
+            console.print(f"  layouts: {safe_text(draft['layout_comparison']['message'])}", soft_wrap=True)
+    if document.get("work_dir"):
+        console.print(f"[dim]logs and results: {safe_text(document['work_dir'])}[/dim]", soft_wrap=True)
+
+
+def _plan_table(document: dict[str, Any]) -> Table:
+    table = Table(title="launch plan", title_justify="left", show_header=True, header_style="bold")
+    for column in ("draft", "dialect", "layout", "K", "Q", "runner", "serving", "environment"):
+        table.add_column(column, overflow="fold")
+    for draft in document["drafts"]:
+        if not draft["runs"]:
+            table.add_row(
+                safe_text(draft["label"]),
+                safe_text(draft.get("dialect") or "?"),
+                "",
+                "",
+                "",
+                "",
+                "",
+                safe_text((draft.get("refusal") or {}).get("message", "")),
+            )
+        for run in draft["runs"]:
+            env = " ".join(f"{k}={v}" for k, v in sorted(run["env"].items()))
+            table.add_row(
+                safe_text(run["label"]),
+                safe_text(draft.get("dialect") or "?"),
+                safe_text(run["layout"] or "?"),
+                str(run["num_speculative_tokens"]),
+                _fmt(run["num_query_tokens"]),
+                run["runner"],
+                run["serving"] + (f" (skipped: {safe_text(run['skip_reason'])})" if run["skip_reason"] else ""),
+                safe_text(env) or "-",
+            )
+    return table
+
+
+def _results_table(document: dict[str, Any]) -> Table:
+    runs = [(draft, run) for draft in document["drafts"] for run in draft["runs"]]
+    table = Table(title="results", title_justify="left", show_header=True, header_style="bold")
+    table.add_column("")
+    for _draft, run in runs:
+        table.add_column(safe_text(run["label"]), overflow="fold")
+    baseline = document.get("baseline") or {}
+
+    def row(name: str, values: list[str]) -> None:
+        table.add_row(name, *values)
+
+    def value(run: dict[str, Any], key: str, spec: str = "") -> str:
+        result = run.get("result") or {}
+        return _fmt(result.get(key), spec) if result.get("ok") else "-"
+
+    row(
+        "verdict", [f"[{STATUS_STYLE.get(r['verdict']['status'], 'bold')}]{r['verdict']['status']}[/]" for _, r in runs]
+    )
+    row("mean acceptance length", [value(r, "mean_acceptance_length", ".2f") for _, r in runs])
+    row("floor", [_fmt(d["floor"]["mean_acceptance_length"], ".2f") for d, _ in runs])
+    row(
+        "position-0 acceptance",
+        [_fmt(((r.get("result") or {}).get("acceptance_rate_per_position") or [None])[0], ".2f") for _, r in runs],
+    )
+    row("draft steps", [value(r, "num_drafts", ",") for _, r in runs])
+    row(
+        "draft / accepted tokens",
+        [f"{value(r, 'num_draft_tokens', ',')} / {value(r, 'num_accepted_tokens', ',')}" for _, r in runs],
+    )
+    row("tokens/s (speculation)", [value(r, "tokens_per_second", ".1f") for _, r in runs])
+    row("tokens/s (target alone)", [_fmt(baseline.get("tokens_per_second"), ".1f") for _ in runs])
+    row("speedup", [_fmt(r.get("speedup"), ".2f") + ("×" if r.get("speedup") else "") for _, r in runs])
+    row(
+        "token-identical",
+        [
+            f"{r['token_identity']['identical_prompts']}/{r['token_identity']['prompts']}"
+            if r.get("token_identity")
+            else "-"
+            for _, r in runs
+        ],
+    )
+    row("log", [safe_text((r.get("result") or {}).get("log_path") or "-") for _, r in runs])
+    return table
+
+
+BAR_WIDTH = 30
+
+
+def _bar(rate: float) -> str:
+    eighths = round(max(0.0, min(1.0, rate)) * BAR_WIDTH * 8)
+    full, rest = divmod(eighths, 8)
+    partial = " ▏▎▍▌▋▊▉"[rest] if rest else ""
+    return ("█" * full + partial).ljust(BAR_WIDTH)
+
+
+def _render_chart(console: Any, document: dict[str, Any]) -> None:
+    for draft in document["drafts"]:
+        for run in draft["runs"]:
+            result = run.get("result") or {}
+            rates = result.get("acceptance_rate_per_position") or []
+            if not result.get("ok") or not rates:
+                continue
+            console.print(f"[bold]acceptance per draft position[/bold]: {safe_text(run['label'])}")
+            for position, rate in enumerate(rates):
+                console.print(f"  {position:>2} [green]{_bar(rate)}[/green] {rate:.2f}")

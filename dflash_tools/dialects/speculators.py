@@ -121,3 +121,144 @@ def normalize(config: dict[str, Any], geometry: Geometry) -> dict[str, Any]:
             if isinstance(method, dict):
                 method["speculative_tokens"] = geometry.max_speculative_tokens
     return out
+
+
+# --------------------------------------------------------------------------------------------
+# Writer: render a description (from any DFlash / DFlash2 dialect) as a speculators config
+# --------------------------------------------------------------------------------------------
+
+# speculators' config class defaults, for keys a file may omit.
+SLIDING_WINDOW_NON_CAUSAL_DEFAULT = {Algorithm.DFLASH: False, Algorithm.DFLASH2: True, Algorithm.DSPARK: False}
+_ARCHITECTURE = {Algorithm.DFLASH: "DFlashDraftModel", Algorithm.DFLASH2: "DFlash2DraftModel"}
+_CONV_KEYS = ("conv_kernel_size", "conv_group_size", "selector_rank", "selector_top_k")
+# Top-level keys that belong to speculators itself (not the nested decoder config).
+SPECULATORS_KEYS = frozenset(
+    {
+        "architectures",
+        "auto_map",
+        "aux_hidden_state_layer_ids",
+        "block_size",
+        "draft_vocab_size",
+        "dtype",
+        "mask_token_id",
+        "sample_from_anchor",
+        "sliding_window_non_causal",
+        "speculators_config",
+        "speculators_model_type",
+        "speculators_version",
+        "target_hidden_size",
+        "transformer_layer_config",
+        "transformers_version",
+        *_CONV_KEYS,
+    }
+)
+
+
+def sliding_window_non_causal(desc: DraftDescription) -> bool:
+    """The file's value, else the speculators class default for the algorithm."""
+    if desc.sliding_window_non_causal is not None:
+        return desc.sliding_window_non_causal
+    return SLIDING_WINDOW_NON_CAUSAL_DEFAULT[desc.algorithm]
+
+
+def decoder_config(config: dict[str, Any]) -> dict[str, Any]:
+    """The nested decoder config (or, for a file without one, the flat decoder keys)."""
+    nested = config.get("transformer_layer_config")
+    if isinstance(nested, dict):
+        return dict(nested)
+    return {key: value for key, value in config.items() if key not in SPECULATORS_KEYS}
+
+
+def render(
+    desc: DraftDescription,
+    geometry: Geometry,
+    *,
+    base_config: dict[str, Any] | None = None,
+    verifier: dict[str, Any] | None = None,
+    num_target_layers: int | None = None,
+) -> dict[str, Any]:
+    """A normalized speculators config for a DFlash / DFlash2 description read from any dialect.
+
+    Layer ids become `hidden_states` indices (z-lab id + 1); the decoder fields are nested in
+    `transformer_layer_config`; `verifier` ({"name_or_path", "architectures"}) is recorded in
+    `speculators_config`. `base_config` is an earlier speculators form of the same draft whose
+    key order and undecided keys (auto_map, versions, proposal settings) are kept. speculators
+    has no key for the target's layer count: `num_target_layers` is ignored.
+    """
+    from dflash_tools.dialects import module_for
+
+    del num_target_layers
+    if desc.algorithm not in _ARCHITECTURE:
+        raise ValueError(f"speculators conversion supports DFlash and DFlash2, not {desc.algorithm.value}")
+    raw = desc.raw_config
+    kind = desc.algorithm.value
+    decoder = module_for(desc.dialect).decoder_config(raw)
+    # z-lab `is_causal: false` makes every layer bidirectional; without it sliding layers are
+    # causal and full layers bidirectional, which is speculators' `false` (SPEC §8).
+    non_causal = (
+        sliding_window_non_causal(desc) if desc.dialect.family == "speculators" else desc.is_causal is False
+    )
+    base = base_config
+    base_keys = set(base) if base is not None else set()
+
+    def wanted(key: str, value: Any, default: Any) -> bool:
+        # With a base, a default the base left implicit stays implicit (exact round trips).
+        return base is None or key in base_keys or value != default
+
+    top: dict[str, Any] = {
+        "architectures": [_ARCHITECTURE[desc.algorithm]],
+        "aux_hidden_state_layer_ids": [i + 1 for i in desc.target_layer_ids],
+        "block_size": geometry.block_size,
+    }
+    if desc.dflash2 is not None:
+        from dflash_tools.dialects.zlab import DFLASH2_DEFAULTS
+
+        for key in _CONV_KEYS:
+            value = getattr(desc.dflash2, key)
+            if wanted(key, value, DFLASH2_DEFAULTS[key]):
+                top[key] = value
+    if wanted("draft_vocab_size", desc.draft_vocab_size, DEFAULT_DRAFT_VOCAB_SIZE):
+        top["draft_vocab_size"] = desc.draft_vocab_size
+    if "dtype" in raw:
+        top["dtype"] = raw["dtype"]
+    top["mask_token_id"] = desc.mask_token_id
+    top["sample_from_anchor"] = geometry.sample_from_anchor
+    if wanted("sliding_window_non_causal", non_causal, SLIDING_WINDOW_NON_CAUSAL_DEFAULT[desc.algorithm]):
+        top["sliding_window_non_causal"] = non_causal
+    top["speculators_model_type"] = kind
+    if wanted("target_hidden_size", desc.target_hidden_size, None):
+        top["target_hidden_size"] = desc.target_hidden_size
+    top["transformer_layer_config"] = decoder
+    if "transformers_version" in raw:
+        top["transformers_version"] = raw["transformers_version"]
+
+    if base is None:
+        top["speculators_config"] = {
+            "algorithm": kind,
+            "default_proposal_method": "greedy",
+            "proposal_methods": [
+                {
+                    "accept_tolerance": 0.0,
+                    "proposal_type": "greedy",
+                    "speculative_tokens": geometry.max_speculative_tokens,
+                    "verifier_accept_k": 1,
+                }
+            ],
+            "verifier": dict(verifier) if verifier else {"architectures": [], "name_or_path": None},
+        }
+        # speculators writes its configs with sorted keys.
+        return normalize(dict(sorted(top.items())), geometry)
+
+    from dflash_tools.dialects.zlab import merge_ordered
+
+    base_spec = base.get("speculators_config")
+    spec: dict[str, Any] = copy.deepcopy(base_spec) if isinstance(base_spec, dict) else {}
+    spec["algorithm"] = kind
+    if verifier:
+        spec["verifier"] = dict(verifier)
+    top["speculators_config"] = spec
+    base_decoder = base.get("transformer_layer_config")
+    if isinstance(base_decoder, dict):
+        top["transformer_layer_config"] = merge_ordered(base_decoder, decoder, set(base_decoder) | set(decoder))
+    owned = (SPECULATORS_KEYS - {"auto_map", "speculators_version"}) | set(top)
+    return normalize(merge_ordered(base, top, set(owned)), geometry)

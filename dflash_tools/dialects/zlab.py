@@ -129,3 +129,136 @@ def normalize(config: dict[str, Any], geometry: Geometry) -> dict[str, Any]:
     dflash["block_size"] = geometry.block_size
     dflash["sample_from_anchor"] = geometry.sample_from_anchor
     return out
+
+
+# --------------------------------------------------------------------------------------------
+# Writer: render a description (from any DFlash / DFlash2 dialect) as a z-lab config
+# --------------------------------------------------------------------------------------------
+
+# Top-level keys that are z-lab's own; every other top-level key is a decoder field (what
+# speculators nests in `transformer_layer_config`).
+ZLAB_KEYS = frozenset(
+    {
+        "architectures",
+        "auto_map",
+        "block_size",
+        "sample_from_anchor",
+        "dflash_config",
+        "num_target_layers",
+        "is_causal",
+        "dtype",
+        "transformers_version",
+        "target_layer_ids",
+        "mask_token_id",
+    }
+)
+# Defaults of the z-lab DFlash2 code: a value equal to these changes nothing.
+DFLASH2_SCALAR_DEFAULTS: dict[str, float | None] = {
+    "input_embedding_scale": 1.0,
+    "output_multiplier": 1.0,
+    "final_logit_softcapping": None,
+}
+_ARCHITECTURE = {Algorithm.DFLASH: "DFlashDraftModel", Algorithm.DFLASH2: "DFlash2DraftModel"}
+
+
+def decoder_config(config: dict[str, Any]) -> dict[str, Any]:
+    """The decoder fields of a z-lab config, in file order."""
+    return {key: value for key, value in config.items() if key not in ZLAB_KEYS}
+
+
+def scalar_is_default(name: str, value: float | None) -> bool:
+    """Whether a DFlash2 scalar leaves the model unchanged (softcapping <= 0 is off)."""
+    if value is None:
+        return True
+    if name == "final_logit_softcapping":
+        return value <= 0
+    return value == DFLASH2_SCALAR_DEFAULTS[name]
+
+
+def render(
+    desc: DraftDescription,
+    geometry: Geometry,
+    *,
+    base_config: dict[str, Any] | None = None,
+    verifier: dict[str, Any] | None = None,
+    num_target_layers: int | None = None,
+) -> dict[str, Any]:
+    """A normalized z-lab config for a DFlash / DFlash2 description read from any dialect.
+
+    `base_config` is an earlier z-lab form of the same draft: its key order and every key this
+    writer does not decide (auto_map, token ids, `dflash_config` extras) are kept, so a round trip
+    through another dialect gives the original file back. z-lab configs record no verifier;
+    `verifier` is accepted for symmetry with the speculators writer and ignored.
+    """
+    from dflash_tools.dialects import module_for
+    from dflash_tools.dialects.speculators import sliding_window_non_causal
+
+    del verifier
+    if desc.algorithm not in _ARCHITECTURE:
+        raise ValueError(f"z-lab has no form for {desc.algorithm.value} drafts")
+    raw = desc.raw_config
+    decoder = dict(module_for(desc.dialect).decoder_config(raw))
+    decoder.setdefault("model_type", desc.decoder.model_type or "qwen3")
+    base = base_config or {}
+    base_dflash = base.get("dflash_config") if isinstance(base.get("dflash_config"), dict) else {}
+    assert isinstance(base_dflash, dict)
+
+    top: dict[str, Any] = {"architectures": [_ARCHITECTURE[desc.algorithm]]}
+    if "dtype" in raw:
+        top["dtype"] = raw["dtype"]
+    if desc.dialect.family == "zlab":
+        non_causal_everywhere = desc.is_causal is False
+    else:
+        non_causal_everywhere = sliding_window_non_causal(desc)
+    if non_causal_everywhere and "is_causal" not in decoder:
+        top["is_causal"] = False
+    top.update(decoder)
+    if num_target_layers is not None:
+        top["num_target_layers"] = num_target_layers
+    top["block_size"] = geometry.block_size
+
+    dflash: dict[str, Any] = {
+        "block_size": geometry.block_size,
+        "mask_token_id": desc.mask_token_id,
+        "target_layer_ids": list(desc.target_layer_ids),
+    }
+    if desc.dflash2 is not None:
+        for key, default in DFLASH2_DEFAULTS.items():
+            value = getattr(desc.dflash2, key)
+            if base_config is None or key in base_dflash or value != default:
+                dflash[key] = value
+        for key in DFLASH2_SCALARS:
+            value = getattr(desc.dflash2, key)
+            if value is not None and (key in base_dflash or not scalar_is_default(key, value)):
+                dflash[key] = value
+    if desc.target_hidden_size is not None:
+        dflash["target_hidden_size"] = desc.target_hidden_size
+    dflash["sample_from_anchor"] = geometry.sample_from_anchor
+    top["dflash_config"] = dflash
+    if "transformers_version" in raw:
+        top["transformers_version"] = raw["transformers_version"]
+
+    if base_config is not None:
+        owned_dflash = set(dflash) | set(DFLASH2_DEFAULTS) | {"target_hidden_size", "mask_token_id", "target_layer_ids"}
+        top["dflash_config"] = merge_ordered(base_dflash, dflash, owned_dflash)
+        owned_top = (
+            set(top)
+            | set(decoder_config(base))
+            | {"architectures", "is_causal", "block_size", "sample_from_anchor", "dflash_config", "target_layer_ids", "mask_token_id"}
+        )
+        top = merge_ordered(base, top, owned_top)
+    return normalize(top, geometry)
+
+
+def merge_ordered(base: dict[str, Any], fresh: dict[str, Any], owned: set[str]) -> dict[str, Any]:
+    """`fresh` laid over `base`: base order first; owned keys missing from `fresh` are removed."""
+    out: dict[str, Any] = {}
+    for key, value in base.items():
+        if key in fresh:
+            out[key] = fresh[key]
+        elif key not in owned:
+            out[key] = value
+    for key, value in fresh.items():
+        if key not in out:
+            out[key] = value
+    return out

@@ -1,0 +1,230 @@
+"""`run_request`: one smoke-test request through the reference engine, one result document back."""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from dflash_tools.description import Algorithm
+from dflash_tools.engine import loop, ops, weights
+from dflash_tools.engine.draft import DraftModel
+from dflash_tools.engine.target import TargetModel, load_target, resolve_target_folder
+from dflash_tools.errors import DflashToolsError, OperationError, UsageError
+from dflash_tools.geometry import layout_name
+from dflash_tools.smoke.contract import (
+    SCHEMA_VERSION,
+    ContractError,
+    SmokeRequest,
+    failed_result,
+    mean_acceptance_length,
+    rates,
+    tokens_per_second,
+    validate_request,
+)
+
+ENGINE = "torch"
+# engine_args the torch engine reads; anything else (vLLM's LLM kwargs) is reported as ignored.
+ENGINE_ARGS = {
+    "target_impl": "auto | builtin | transformers: how the target runs (auto: transformers when installed)",
+    "ignore_eos": "keep generating past EOS (default false, as vLLM)",
+    "trust_remote_code": "passed to transformers when loading the target and its tokenizer",
+    "num_threads": "torch CPU threads",
+    "warmup": "run one short untimed request first (default true)",
+}
+
+
+def run_request(request: dict[str, Any]) -> dict[str, Any]:
+    try:
+        checked = validate_request(request)
+    except ContractError as exc:
+        return dict(failed_result(ENGINE, str(exc)))
+    try:
+        return _run(checked)
+    except DflashToolsError as exc:
+        if os.environ.get("DFLASH_TOOLS_DEBUG"):
+            traceback.print_exc(file=sys.stderr)
+        message = exc.message + (f" ({exc.hint})" if exc.hint else "")
+        return dict(failed_result(ENGINE, message))
+    except Exception as exc:  # the child's log keeps the traceback; the result keeps one line
+        traceback.print_exc(file=sys.stderr)
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        return dict(failed_result(ENGINE, f"{type(exc).__name__}: {first}"))
+
+
+def _tokenize(request: SmokeRequest, target_source: str, trust_remote_code: bool) -> tuple[list[list[int]], Any]:
+    ids = request["prompt_token_ids"]
+    tokenizer: Any = None
+    try:
+        from transformers import AutoTokenizer
+    except ImportError:
+        AutoTokenizer = None  # noqa: N806 - the class or nothing
+    if AutoTokenizer is not None:
+        folder = resolve_target_folder(target_source)
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(
+                str(folder) if folder is not None else target_source.removeprefix("hf://"),
+                revision=request.get("target_revision"),
+                trust_remote_code=trust_remote_code,
+            )
+        except (OSError, ValueError, TypeError):
+            tokenizer = None
+    if ids is not None:
+        return [list(row) for row in ids], tokenizer
+    if tokenizer is None:
+        raise UsageError(
+            f"target {target_source}: text prompts need its tokenizer (transformers and tokenizer files)",
+            "pass prompt_token_ids, or install dflash-tools[torch] and use a target with a tokenizer",
+        )
+    out = []
+    for prompt in request["prompts"]:
+        if request.get("chat"):
+            encoded = tokenizer.apply_chat_template(
+                [{"role": "user", "content": prompt}],
+                add_generation_prompt=True,
+                tokenize=True,
+                enable_thinking=bool(request.get("enable_thinking", False)),
+            )
+            if hasattr(encoded, "keys") and "input_ids" in encoded:
+                encoded = encoded["input_ids"]
+        else:
+            encoded = tokenizer(prompt)["input_ids"]
+        out.append([int(t) for t in encoded])
+    return out, tokenizer
+
+
+def _bool_arg(args: dict[str, Any], key: str, default: bool) -> bool:
+    value = args.get(key, default)
+    if not isinstance(value, bool):
+        raise UsageError(f"engine_args.{key} is {value!r}, expected true or false", "")
+    return value
+
+
+def _run(request: SmokeRequest) -> dict[str, Any]:
+    args = dict(request["engine_args"])
+    ignored = sorted(k for k in args if k not in ENGINE_ARGS)
+    if "num_threads" in args:
+        torch.set_num_threads(int(args["num_threads"]))
+    ignore_eos = _bool_arg(args, "ignore_eos", False)
+    trust_remote_code = _bool_arg(args, "trust_remote_code", False)
+    warmup = _bool_arg(args, "warmup", True)
+    device = ops.resolve_device(request["device"])
+    dtype = ops.resolve_dtype(request["dtype"], device)
+    torch.manual_seed(request["seed"])
+
+    checkpoint = weights.load_draft(
+        request["draft"], revision=request["revision"], overrides=dict(request.get("draft_config_overrides") or {})
+    )
+    desc = checkpoint.description
+    algorithm = request["algorithm"]
+    if algorithm not in ("dflash", "dflash2"):
+        raise OperationError(f"algorithm {algorithm!r} is not implemented in the torch engine (dflash, dflash2 are)", "use --engine vllm")
+    if algorithm == "dflash2" and desc.algorithm is not Algorithm.DFLASH2:
+        raise OperationError(f"algorithm dflash2 requested, but {request['draft']} is a {desc.algorithm.value} draft", "")
+    # A DFlash2 draft served as "dflash" keeps its convolutions and drops the selector walk, the way
+    # a runner without the candidate head drafts it (per-position argmax).
+    use_selector = algorithm == "dflash2"
+
+    target = load_target(
+        request["target"],
+        device=device,
+        dtype=dtype,
+        implementation=str(args.get("target_impl", "auto")),
+        revision=request.get("target_revision"),
+        trust_remote_code=trust_remote_code,
+    )
+    draft = DraftModel(
+        desc,
+        checkpoint.tensors,
+        target_embeddings=target.embedding_weight(),
+        target_lm_head=target.lm_head_weight(),
+        device=device,
+        dtype=dtype,
+        use_selector=use_selector if desc.algorithm is Algorithm.DFLASH2 else None,
+    )
+    prompts, tokenizer = _tokenize(request, request["target"], trust_remote_code)
+    k, sfa = request["num_speculative_tokens"], request["sample_from_anchor"]
+    max_tokens = request["max_tokens"]
+
+    def speculate(batch: Sequence[Sequence[int]], count: int) -> loop.Generation:
+        return loop.speculative_generate(
+            target, draft, batch, count, num_speculative_tokens=k, sample_from_anchor=sfa, ignore_eos=ignore_eos
+        )
+
+    if warmup:
+        speculate(prompts[:1], min(max_tokens, 2 * (k + 1)))
+        loop.greedy_generate(target, prompts[:1], min(max_tokens, 4), ignore_eos=ignore_eos)
+    run = speculate(prompts, max_tokens)
+    baseline = loop.greedy_generate(target, prompts, max_tokens, ignore_eos=ignore_eos) if request["baseline"] else None
+    return build_result(run, baseline, target, draft, request, tokenizer, ignored=ignored, ignore_eos=ignore_eos)
+
+
+def build_result(
+    run: loop.Generation,
+    baseline: loop.Generation | None,
+    target: TargetModel,
+    draft: DraftModel,
+    request: SmokeRequest,
+    tokenizer: Any,
+    *,
+    ignored: list[str],
+    ignore_eos: bool,
+) -> dict[str, Any]:
+    desc = draft.desc
+    draft_fraction = run.draft_s / run.elapsed_s if run.elapsed_s > 0 else 0.0
+    details: dict[str, Any] = {
+        "torch": torch.__version__,
+        "device": str(draft.device),
+        "dtype": str(draft.dtype).removeprefix("torch."),
+        "target_impl": target.implementation,
+        "dialect": desc.dialect.value,
+        "draft_algorithm": desc.algorithm.value,
+        "selector": draft.selector is not None,
+        "layout": layout_name(request["sample_from_anchor"]),
+        "draft_time_s": run.draft_s,
+        "target_time_s": run.target_s,
+        "draft_time_fraction": draft_fraction,
+        "ignore_eos": ignore_eos,
+        "context_consistent": run.anchor_positions == run.context_lengths,
+    }
+    if ignored:
+        details["ignored_engine_args"] = ignored
+    result: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION,
+        "ok": True,
+        "error": None,
+        "engine": ENGINE,
+        "num_drafts": run.num_drafts,
+        "num_draft_tokens": run.num_draft_tokens,
+        "num_accepted_tokens": run.num_accepted_tokens,
+        "accepted_per_position": list(run.accepted_per_position),
+        "acceptance_rate_per_position": rates(run.num_drafts, run.accepted_per_position),
+        "mean_acceptance_length": mean_acceptance_length(run.num_drafts, run.num_accepted_tokens),
+        "output_tokens": run.output_tokens,
+        "elapsed_s": run.elapsed_s,
+        "tokens_per_second": tokens_per_second(run.output_tokens, run.elapsed_s),
+        "outputs": run.outputs,
+        "baseline": None,
+        "token_identical": None,
+        "query_positions_per_step": list(run.query_positions_per_step),
+        "log_path": None,
+        "engine_details": details,
+    }
+    if baseline is not None:
+        result["baseline"] = {
+            "outputs": baseline.outputs,
+            "output_tokens": baseline.output_tokens,
+            "elapsed_s": baseline.elapsed_s,
+            "tokens_per_second": tokens_per_second(baseline.output_tokens, baseline.elapsed_s),
+        }
+        result["token_identical"] = baseline.outputs == run.outputs
+    if tokenizer is not None:
+        try:
+            result["output_texts"] = [tokenizer.decode(o, skip_special_tokens=True) for o in run.outputs]
+        except (TypeError, ValueError, IndexError, OverflowError):
+            pass
+    return result

@@ -1,0 +1,15 @@
+"""`smoke-test`: prove drafts on a GPU through vLLM (or the torch reference engine).
+
+    plan.py        drafts, target, K, layout, runner, environment -> a launch plan (no GPU)
+    capability.py  what the installed vLLM can serve, read from its files without importing it
+    contract.py    the JSON request / result exchanged with the engine child process
+    runner.py      the process boundary: child process, timeout, log, markers
+    child.py       `python -m dflash_tools.smoke.child`: dispatch a request to its engine
+    vllm_engine.py the vLLM engine (offline LLM API), imported only in the child
+    metrics.py     speculative-decoding counters from get_metrics() or Prometheus text
+    server.py      `--server URL`: the same measurement against a running server
+    report.py      verdicts and the result document
+    presets.py     configs/presets and configs/prompts
+
+Nothing here imports typer or rich; vLLM and torch are imported only inside the child.
+"""

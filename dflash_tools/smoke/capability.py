@@ -1,0 +1,162 @@
+"""What the installed vLLM can serve, found without importing or starting it.
+
+Reads the version from the package metadata and the source files from the package folder, and
+classifies them with the same fingerprints the plugin checks in every vLLM process:
+
+- `native`: the upstream anchor-sampling change is present; anchor-first drafts run as they are.
+- `patchable`: stock vLLM 0.33.0 (every fingerprint matches); anchor-first drafts run through the
+  dflash-tools plugin, which must be registered and allowed by `VLLM_PLUGINS`.
+- `unsupported`: anything else; anchor-first drafts are refused, bonus-anchor drafts still run.
+- `absent`: vLLM is not installed.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from dataclasses import dataclass, field
+from importlib.metadata import PackageNotFoundError, entry_points, version
+from pathlib import Path
+from typing import Any
+
+from dflash_tools.vllm_plugin.fingerprints import Classification, classify
+from dflash_tools.vllm_plugin.markers import ENTRY_POINT_NAME
+from dflash_tools.vllm_plugin.sources import SourceReader, directory_reader, installed_package_root
+
+PLUGIN_GROUP = "vllm.general_plugins"
+PLUGIN_TARGET = "dflash_tools.vllm_plugin:register"
+
+
+@dataclass
+class VllmCapability:
+    installed: bool
+    version: str | None
+    location: str | None
+    support: str  # "native" | "patchable" | "unsupported" | "absent"
+    reason: str
+    plugin_registered: bool
+    plugin_allowed: bool
+    classification: Classification | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def serves_anchor_first(self) -> bool:
+        """Whether an anchor-first DFlash draft can be served as declared."""
+        if self.support == "native":
+            return True
+        return self.support == "patchable" and self.plugin_registered
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "installed": self.installed,
+            "version": self.version,
+            "location": self.location,
+            "support": self.support,
+            "reason": self.reason,
+            "serves_anchor_first": self.serves_anchor_first,
+            "plugin": {
+                "entry_point": f"{ENTRY_POINT_NAME} = {PLUGIN_TARGET}",
+                "registered": self.plugin_registered,
+                "allowed_by_VLLM_PLUGINS": self.plugin_allowed,
+            },
+            "fingerprints": self.classification.to_dict()["fingerprints"] if self.classification else [],
+            "native_markers": list(self.classification.native_markers) if self.classification else [],
+            "notes": list(self.notes),
+        }
+
+
+def plugin_registered() -> bool:
+    """Our entry point is in the installed metadata (so vLLM's plugin loader will find it)."""
+    return any(
+        ep.name == ENTRY_POINT_NAME and ep.value.replace(" ", "") == PLUGIN_TARGET
+        for ep in entry_points(group=PLUGIN_GROUP)
+    )
+
+
+def plugin_allowed(environ: dict[str, str] | os._Environ[str]) -> bool:
+    """`VLLM_PLUGINS` unset loads every plugin; set, it is an allowlist of entry-point names."""
+    allowlist = environ.get("VLLM_PLUGINS")
+    if allowlist is None:
+        return True
+    return ENTRY_POINT_NAME in [name.strip() for name in allowlist.split(",")]
+
+
+def capability_from_sources(
+    vllm_version: str | None,
+    reader: SourceReader,
+    *,
+    location: str | None = None,
+    registered: bool,
+    environ: dict[str, str] | os._Environ[str],
+) -> VllmCapability:
+    classification = classify(vllm_version, reader)
+    capability = VllmCapability(
+        installed=True,
+        version=vllm_version,
+        location=location,
+        support=classification.support,
+        reason=classification.reason,
+        plugin_registered=registered,
+        plugin_allowed=plugin_allowed(environ),
+        classification=classification,
+    )
+    if classification.support == "patchable":
+        if not registered:
+            capability.notes.append(
+                f"the dflash-tools plugin entry point ({PLUGIN_GROUP}: {ENTRY_POINT_NAME}) is not in the installed "
+                "metadata: reinstall dflash-tools in the environment that runs vLLM"
+            )
+        if not capability.plugin_allowed:
+            capability.notes.append(
+                f"VLLM_PLUGINS does not list {ENTRY_POINT_NAME}; smoke-test adds it for its own runs"
+            )
+    return capability
+
+
+def detect_vllm(environ: dict[str, str] | os._Environ[str] | None = None) -> VllmCapability:
+    """Classify the vLLM installed in this Python environment (no import, no GPU)."""
+    env = os.environ if environ is None else environ
+    root = installed_package_root("vllm")
+    if root is None:
+        return VllmCapability(
+            installed=False,
+            version=None,
+            location=None,
+            support="absent",
+            reason="vLLM is not installed in this Python environment (pip install 'dflash-tools[vllm]')",
+            plugin_registered=plugin_registered(),
+            plugin_allowed=plugin_allowed(env),
+        )
+    try:
+        vllm_version: str | None = version("vllm")
+    except PackageNotFoundError:
+        vllm_version = _version_from_file(root)
+    return capability_from_sources(
+        vllm_version,
+        directory_reader(root),
+        location=str(root / "vllm"),
+        registered=plugin_registered(),
+        environ=env,
+    )
+
+
+def _version_from_file(root: Path) -> str | None:
+    """A source checkout has no metadata; its generated `_version.py` still names the version."""
+    text = directory_reader(root)("vllm/_version.py") or ""
+    for line in text.splitlines():
+        if line.startswith("__version__") and "=" in line:
+            return line.rsplit("=", 1)[1].strip().strip("'\"") or None
+    return None
+
+
+def engine_available(engine: str) -> bool:
+    """Whether the engine's package can be imported here (found, not imported)."""
+    package = {"vllm": "vllm", "torch": "torch"}[engine]
+    return importlib.util.find_spec(package) is not None
+
+
+def resolve_engine(requested: str) -> str:
+    """`auto`: vLLM when installed, else the torch reference engine."""
+    if requested != "auto":
+        return requested
+    return "vllm" if engine_available("vllm") else "torch"

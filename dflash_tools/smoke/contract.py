@@ -1,0 +1,338 @@
+"""The request/result contract between `smoke-test` and the engine that runs in a child process.
+
+`dflash-tools smoke-test` never runs a model in its own process. For each draft it writes one
+JSON *request* to a file, starts `python -m dflash_tools.smoke.child --request REQ --result RES`
+(stdout and stderr go to a log file), waits with a wall-clock timeout, and reads one JSON
+*result* back. The child dispatches on `request["engine"]`:
+
+- `"vllm"`: `dflash_tools.smoke.vllm_engine.run_request` (vLLM's offline `LLM` API).
+- `"torch"`: `dflash_tools.engine.run_request` (the plain-PyTorch reference implementation).
+
+Both engines take the same request and return the same result. Keys may be added (optional, with
+the defaults stated here); existing keys are never renamed or change meaning. Both documents carry
+`schema_version` = 1.
+
+Request (`SmokeRequest`)
+------------------------
+schema_version          1
+engine                  "vllm" | "torch"
+target                  target model: Hub repo id or local folder
+draft                   draft checkpoint: Hub repo id or local folder (`example:NAME` resolved
+                        to its folder by the parent)
+algorithm               "dflash" | "dflash2" | "dspark" (the draft's algorithm)
+num_speculative_tokens  K: draft tokens per step
+block_size              B: the trained block size
+sample_from_anchor      the layout to SERVE: true anchor-first (K query positions, slot j predicts
+                        anchor + j + 1), false bonus-anchor (K + 1 query positions, slot 0 is the
+                        last verified token). Usually the declared layout; `--compare-layouts` also
+                        sends the flipped one.
+num_query_tokens        Q: query positions per request per step (K if sample_from_anchor else
+                        K + 1); engines must run exactly this many.
+prompts                 prompt strings (raw text, or user messages when `chat` is true)
+prompt_token_ids        pre-tokenized prompts, one list per prompt, used instead of `prompts`
+                        when not null
+max_tokens              new tokens per prompt
+baseline                also run the target alone (no speculation) on the same prompts: the
+                        token-identity check and the speed ratio
+seed                    sampling seed (decoding is greedy; the seed only pins the rest)
+dtype                   "bfloat16", "float16", "float32" or null (engine default)
+device                  e.g. "cuda", "cuda:1", "cpu", or null (engine default)
+engine_args             engine-specific keyword arguments (vLLM: `LLM(**engine_args)`, e.g.
+                        tensor_parallel_size, max_model_len, enforce_eager)
+env                     environment the parent already applied to the child; informational
+revision                Hub revision of the draft, or null
+
+Optional request keys (defaults in brackets):
+chat                    [false] wrap each prompt as a user message with the target's chat
+                        template before generating
+enable_thinking         [false] passed to the chat template (thinking-mode prompts lower the
+                        acceptance of non-thinking drafts)
+speculative_config      [{}] vLLM only: the full `speculative_config` dict to pass to `LLM`
+draft_config_overrides  [{}] dotted config keys -> values the engine must see in the draft's
+                        config.json (vLLM: written to an overlay folder next to the log, with
+                        links to the weights; the checkpoint itself is never modified). This is
+                        how a layout is served that the file does not state where vLLM reads it.
+plugin_required         [false] vLLM only: the dflash-tools plugin must be active (anchor-first
+                        drafts on stock vLLM 0.33.0); the engine fails the run when it is not
+label                   [draft] a short name for logs
+target_revision         [null] Hub revision of the target
+
+Result (`SmokeResult`)
+----------------------
+schema_version          1
+ok                      true when the run completed and the numbers below are valid
+error                   one-line message when ok is false, else null
+engine                  "vllm" | "torch"
+num_drafts              draft steps (vLLM `spec_decode_num_drafts`): verify steps with drafts,
+                        counted per request
+num_draft_tokens        proposed tokens (`spec_decode_num_draft_tokens`)
+num_accepted_tokens     accepted draft tokens, the bonus token excluded
+accepted_per_position   length K: how often draft position i was accepted
+acceptance_rate_per_position  length K: accepted_per_position[i] / num_drafts
+mean_acceptance_length  1 + num_accepted_tokens / num_drafts (vLLM's definition; 0 when no drafts)
+output_tokens           generated tokens, all prompts
+elapsed_s               wall time of generation (model loading excluded)
+tokens_per_second       output_tokens / elapsed_s
+outputs                 generated token ids, one list per prompt (greedy)
+baseline                null, or {outputs, output_tokens, elapsed_s, tokens_per_second} of the
+                        target alone when the request asked for it
+token_identical         whether `outputs` equal `baseline.outputs` (null without baseline)
+query_positions_per_step  observed Q values: the torch engine one per draft step, the vLLM engine
+                        one per speculator instance (recorded by the plugin); null if unobserved
+log_path                the child's log file, when known
+
+Optional result keys:
+engine_details          free-form facts about the run: vLLM version, runner ("v1"/"v2"),
+                        speculator class, plugin status and markers, overlay folder, device
+output_texts            decoded outputs, one string per prompt
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, NotRequired, TypedDict
+
+SCHEMA_VERSION = 1
+ENGINES = ("vllm", "torch")
+
+
+class SmokeRequest(TypedDict):
+    schema_version: int
+    engine: str
+    target: str
+    draft: str
+    algorithm: str
+    num_speculative_tokens: int
+    block_size: int
+    sample_from_anchor: bool
+    num_query_tokens: int
+    prompts: list[str]
+    prompt_token_ids: list[list[int]] | None
+    max_tokens: int
+    baseline: bool
+    seed: int
+    dtype: str | None
+    device: str | None
+    engine_args: dict[str, Any]
+    env: dict[str, str]
+    revision: str | None
+    chat: NotRequired[bool]
+    enable_thinking: NotRequired[bool]
+    speculative_config: NotRequired[dict[str, Any]]
+    draft_config_overrides: NotRequired[dict[str, Any]]
+    plugin_required: NotRequired[bool]
+    label: NotRequired[str]
+    target_revision: NotRequired[str | None]
+
+
+class BaselineResult(TypedDict):
+    outputs: list[list[int]]
+    output_tokens: int
+    elapsed_s: float
+    tokens_per_second: float
+
+
+class SmokeResult(TypedDict):
+    schema_version: int
+    ok: bool
+    error: str | None
+    engine: str
+    num_drafts: int
+    num_draft_tokens: int
+    num_accepted_tokens: int
+    accepted_per_position: list[int]
+    acceptance_rate_per_position: list[float]
+    mean_acceptance_length: float
+    output_tokens: int
+    elapsed_s: float
+    tokens_per_second: float
+    outputs: list[list[int]]
+    baseline: BaselineResult | None
+    token_identical: bool | None
+    query_positions_per_step: list[int] | None
+    log_path: str | None
+    engine_details: NotRequired[dict[str, Any]]
+    output_texts: NotRequired[list[str]]
+
+
+class ContractError(ValueError):
+    """A request or result document that breaks the contract; the message names the key."""
+
+
+_REQUEST_TYPES: dict[str, tuple[type, ...]] = {
+    "schema_version": (int,),
+    "engine": (str,),
+    "target": (str,),
+    "draft": (str,),
+    "algorithm": (str,),
+    "num_speculative_tokens": (int,),
+    "block_size": (int,),
+    "sample_from_anchor": (bool,),
+    "num_query_tokens": (int,),
+    "prompts": (list,),
+    "prompt_token_ids": (list, type(None)),
+    "max_tokens": (int,),
+    "baseline": (bool,),
+    "seed": (int,),
+    "dtype": (str, type(None)),
+    "device": (str, type(None)),
+    "engine_args": (dict,),
+    "env": (dict,),
+    "revision": (str, type(None)),
+}
+_REQUEST_OPTIONAL: dict[str, tuple[type, ...]] = {
+    "chat": (bool,),
+    "enable_thinking": (bool,),
+    "speculative_config": (dict,),
+    "draft_config_overrides": (dict,),
+    "plugin_required": (bool,),
+    "label": (str,),
+    "target_revision": (str, type(None)),
+}
+_RESULT_TYPES: dict[str, tuple[type, ...]] = {
+    "schema_version": (int,),
+    "ok": (bool,),
+    "error": (str, type(None)),
+    "engine": (str,),
+    "num_drafts": (int,),
+    "num_draft_tokens": (int,),
+    "num_accepted_tokens": (int,),
+    "accepted_per_position": (list,),
+    "acceptance_rate_per_position": (list,),
+    "mean_acceptance_length": (int, float),
+    "output_tokens": (int,),
+    "elapsed_s": (int, float),
+    "tokens_per_second": (int, float),
+    "outputs": (list,),
+    "baseline": (dict, type(None)),
+    "token_identical": (bool, type(None)),
+    "query_positions_per_step": (list, type(None)),
+    "log_path": (str, type(None)),
+}
+
+
+def _type_name(types: tuple[type, ...]) -> str:
+    return " or ".join("null" if t is type(None) else t.__name__ for t in types)
+
+
+def _check_types(
+    document: Any, what: str, required: dict[str, tuple[type, ...]], optional: dict[str, tuple[type, ...]]
+) -> None:
+    if not isinstance(document, dict):
+        raise ContractError(f"{what} is not a JSON object")
+    for key, types in required.items():
+        if key not in document:
+            raise ContractError(f"{what}: missing key {key!r}")
+        _check_value(document, key, types, what)
+    for key, types in optional.items():
+        if key in document:
+            _check_value(document, key, types, what)
+
+
+def _check_value(document: dict[str, Any], key: str, types: tuple[type, ...], what: str) -> None:
+    value = document[key]
+    # bool is an int in Python; JSON true is not a count.
+    if isinstance(value, bool) and bool not in types:
+        raise ContractError(f"{what}: {key} is {value!r}, expected {_type_name(types)}")
+    if not isinstance(value, types):
+        raise ContractError(f"{what}: {key} is {type(value).__name__}, expected {_type_name(types)}")
+
+
+def _int_list(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+
+
+def validate_request(document: Any) -> SmokeRequest:
+    """Check a request document; raise ContractError naming the first bad key."""
+    _check_types(document, "request", _REQUEST_TYPES, _REQUEST_OPTIONAL)
+    if document["schema_version"] != SCHEMA_VERSION:
+        raise ContractError(f"request: schema_version {document['schema_version']} is not {SCHEMA_VERSION}")
+    if document["engine"] not in ENGINES:
+        raise ContractError(f"request: engine {document['engine']!r} is not one of {', '.join(ENGINES)}")
+    for key in ("num_speculative_tokens", "block_size", "num_query_tokens", "max_tokens"):
+        if document[key] < 1:
+            raise ContractError(f"request: {key} is {document[key]}, must be >= 1")
+    k, sfa = document["num_speculative_tokens"], document["sample_from_anchor"]
+    if document["num_query_tokens"] != (k if sfa else k + 1):
+        raise ContractError(
+            f"request: num_query_tokens {document['num_query_tokens']} does not match K {k} with "
+            f"sample_from_anchor={str(sfa).lower()}"
+        )
+    if not all(isinstance(p, str) for p in document["prompts"]):
+        raise ContractError("request: prompts must be a list of strings")
+    ids = document["prompt_token_ids"]
+    if ids is not None and not (isinstance(ids, list) and all(_int_list(row) for row in ids)):
+        raise ContractError("request: prompt_token_ids must be null or a list of lists of ints")
+    if not document["prompts"] and not ids:
+        raise ContractError("request: no prompts")
+    return document
+
+
+def validate_result(document: Any) -> SmokeResult:
+    """Check a result document; raise ContractError naming the first bad key."""
+    _check_types(document, "result", _RESULT_TYPES, {"engine_details": (dict,), "output_texts": (list,)})
+    if document["schema_version"] != SCHEMA_VERSION:
+        raise ContractError(f"result: schema_version {document['schema_version']} is not {SCHEMA_VERSION}")
+    for key in ("num_drafts", "num_draft_tokens", "num_accepted_tokens", "output_tokens"):
+        if document[key] < 0:
+            raise ContractError(f"result: {key} is {document[key]}, must be >= 0")
+    if not _int_list(document["accepted_per_position"]):
+        raise ContractError("result: accepted_per_position must be a list of ints")
+    rates = document["acceptance_rate_per_position"]
+    if not all(isinstance(r, int | float) and not isinstance(r, bool) and math.isfinite(r) for r in rates):
+        raise ContractError("result: acceptance_rate_per_position must be a list of finite numbers")
+    if not all(_int_list(row) for row in document["outputs"]):
+        raise ContractError("result: outputs must be a list of lists of token ids")
+    baseline = document["baseline"]
+    if baseline is not None:
+        _check_types(
+            baseline,
+            "result.baseline",
+            {"outputs": (list,), "output_tokens": (int,), "elapsed_s": (int, float), "tokens_per_second": (int, float)},
+            {},
+        )
+    positions = document["query_positions_per_step"]
+    if positions is not None and not _int_list(positions):
+        raise ContractError("result: query_positions_per_step must be null or a list of ints")
+    return document
+
+
+def failed_result(
+    engine: str, error: str, *, log_path: str | None = None, details: dict[str, Any] | None = None
+) -> SmokeResult:
+    """A result for a run that produced no numbers."""
+    result: SmokeResult = {
+        "schema_version": SCHEMA_VERSION,
+        "ok": False,
+        "error": error,
+        "engine": engine,
+        "num_drafts": 0,
+        "num_draft_tokens": 0,
+        "num_accepted_tokens": 0,
+        "accepted_per_position": [],
+        "acceptance_rate_per_position": [],
+        "mean_acceptance_length": 0.0,
+        "output_tokens": 0,
+        "elapsed_s": 0.0,
+        "tokens_per_second": 0.0,
+        "outputs": [],
+        "baseline": None,
+        "token_identical": None,
+        "query_positions_per_step": None,
+        "log_path": log_path,
+    }
+    if details:
+        result["engine_details"] = details
+    return result
+
+
+def rates(num_drafts: int, accepted_per_position: list[int]) -> list[float]:
+    return [count / num_drafts if num_drafts else 0.0 for count in accepted_per_position]
+
+
+def mean_acceptance_length(num_drafts: int, num_accepted_tokens: int) -> float:
+    return 1.0 + num_accepted_tokens / num_drafts if num_drafts else 0.0
+
+
+def tokens_per_second(tokens: int, elapsed_s: float) -> float:
+    return tokens / elapsed_s if elapsed_s > 0 else 0.0

@@ -1,0 +1,532 @@
+"""Resolve drafts, target, K, layout, runner and environment into a launch plan (no GPU, no vLLM).
+
+For each draft: preflight (the `inspect` checks with the target and K; K defaults to the draft's
+trained K), then the decisions SPEC §2/§3 and research/vllm-dflash.md §3, §5 and §6 call for:
+
+- the layout served (the declared one; `--compare-layouts` adds the flipped one) and its query
+  count Q: K anchor-first, K + 1 bonus-anchor;
+- vLLM's speculative method (`dflash` for DFlash and DFlash2, `dspark` for DSpark) with an
+  explicit K;
+- the runner: V2 forced (`VLLM_USE_V2_MODEL_RUNNER=1`) for DFlash2, anchor-first, DSpark and
+  mixed sliding/full drafts, because V1 either refuses them or serves them silently wrong;
+- how anchor-first DFlash is served: natively (the upstream change is in this vLLM), through the
+  dflash-tools plugin (stock 0.33.0), or not at all (DFT041, refused);
+- the config values vLLM must see that the file does not state where vLLM reads them
+  (`draft_config_overrides`, served from an overlay folder, the checkpoint untouched);
+- the compile-cache key: layout and K go into `additional_config`, which vLLM hashes.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dflash_tools.description import Algorithm, DraftDescription
+from dflash_tools.errors import DflashToolsError, UsageError
+from dflash_tools.findings import Finding, Severity, has_errors, make_finding, sort_findings
+from dflash_tools.geometry import layout_name, num_query_tokens
+from dflash_tools.inspect import InspectReport, inspect_loaded
+from dflash_tools.smoke import contract
+from dflash_tools.smoke.capability import VllmCapability
+from dflash_tools.smoke.presets import SANITY_FLOOR, DraftEntry, Floor
+from dflash_tools.source import load_checkpoint, looks_like_repo_id
+from dflash_tools.target import TargetSpec
+from dflash_tools.vllm_plugin.markers import ENTRY_POINT_NAME, REQUIRE_ENV
+
+V2_ENV = "VLLM_USE_V2_MODEL_RUNNER"
+ADDITIONAL_CONFIG_KEY = "dflash_tools"
+
+
+@dataclass
+class SmokeOptions:
+    """Everything the command line (or a preset) says about one smoke test."""
+
+    target: str | None
+    drafts: list[DraftEntry]
+    prompts: list[str]
+    prompts_source: str = ""
+    num_speculative_tokens: int | None = None
+    engine: str = "vllm"  # already resolved from "auto"
+    device: str | None = None
+    dtype: str | None = None
+    max_tokens: int = 128
+    baseline: bool = True
+    compare_layouts: bool = False
+    force: bool = False
+    engine_args: dict[str, Any] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
+    seed: int = 0
+    revision: str | None = None
+    target_revision: str | None = None
+    token: str | None = None
+    hub_timeout: float | None = 10.0
+    chat: bool = False
+    enable_thinking: bool = False
+    floor: Floor | None = None
+    inherited_env: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class RunPlan:
+    """One child process: one draft served in one layout."""
+
+    label: str
+    slug: str
+    layout_role: str  # "declared" | "flipped"
+    sample_from_anchor: bool | None  # None: not known (a server measured without its draft)
+    num_speculative_tokens: int
+    num_query_tokens: int | None
+    runner: str  # "v2" | "auto" | "n/a"
+    serving: str  # "stock" | "native" | "plugin" | "unknown" | "unavailable" | "n/a" | "server"
+    env: dict[str, str]
+    request: contract.SmokeRequest | None
+    skip_reason: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "label": self.label,
+            "slug": self.slug,
+            "layout_role": self.layout_role,
+            "layout": layout_name(self.sample_from_anchor) if self.sample_from_anchor is not None else None,
+            "sample_from_anchor": self.sample_from_anchor,
+            "num_speculative_tokens": self.num_speculative_tokens,
+            "num_query_tokens": self.num_query_tokens,
+            "runner": self.runner,
+            "serving": self.serving,
+            "env": dict(self.env),
+            "skip_reason": self.skip_reason,
+            "request": dict(self.request) if self.request is not None else None,
+        }
+
+
+@dataclass
+class DraftPlan:
+    source: str
+    label: str
+    findings: list[Finding]
+    report: InspectReport | None = None
+    entry: DraftEntry | None = None
+    floor: Floor = SANITY_FLOOR
+    runs: list[RunPlan] = field(default_factory=list)
+    refusal: str | None = None
+    refusal_kind: str | None = None  # "preflight" | "setup"
+    notes: list[str] = field(default_factory=list)
+    forced: bool = False
+
+    @property
+    def runnable(self) -> bool:
+        return self.refusal is None
+
+    @property
+    def declared_run(self) -> RunPlan | None:
+        return next((run for run in self.runs if run.layout_role == "declared"), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        report = self.report
+        geometry = report.geometry if report else None
+        desc = report.description if report else None
+        return {
+            "draft": self.source,
+            "label": self.label,
+            "dialect": desc.dialect.value if desc else None,
+            "algorithm": desc.algorithm.value if desc else None,
+            "geometry": geometry.to_dict() if geometry else None,
+            "preflight": {
+                "ok": not has_errors(self.findings),
+                "findings": [f.to_dict() for f in self.findings],
+                "forced": self.forced,
+            },
+            "runnable": self.runnable,
+            "refusal": {"kind": self.refusal_kind, "message": self.refusal} if self.refusal else None,
+            "floor": self.floor.to_dict(),
+            "expect": dict(self.entry.expect) if self.entry else {},
+            "references": list(self.entry.references) if self.entry else [],
+            "notes": list(self.notes),
+            "runs": [run.to_dict() for run in self.runs],
+        }
+
+
+@dataclass
+class SmokePlan:
+    engine: str
+    target: str | None
+    target_spec: TargetSpec | None
+    capability: VllmCapability | None
+    drafts: list[DraftPlan]
+    options: SmokeOptions
+
+    def runs(self) -> list[tuple[DraftPlan, RunPlan]]:
+        return [
+            (draft, run) for draft in self.drafts if draft.runnable for run in draft.runs if run.skip_reason is None
+        ]
+
+
+def slugify(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_")[:80] or "draft"
+
+
+def _mixed_attention(desc: DraftDescription) -> bool:
+    types = set(desc.decoder.layer_types or [])
+    return {"sliding_attention", "full_attention"} <= types
+
+
+def vllm_sample_from_anchor(desc: DraftDescription) -> tuple[str, bool] | None:
+    """The config key vLLM 0.33.0 reads the layout from, and the value it would see.
+
+    z-lab: `dflash_config.sample_from_anchor` (the top level is ignored). speculators: the top
+    level, copied into `dflash_config` (dflash, dflash2) or the config (dspark), default false
+    for all three in 0.33.0. Native DSpark: the top level, default true.
+    """
+    config = desc.raw_config
+    family = desc.dialect.family
+    if family == "zlab":
+        inner = config.get("dflash_config")
+        value = inner.get("sample_from_anchor", False) if isinstance(inner, dict) else False
+        return "dflash_config.sample_from_anchor", value is True
+    if family == "speculators":
+        return "sample_from_anchor", config.get("sample_from_anchor", False) is True
+    if family == "dspark-native":
+        return "sample_from_anchor", config.get("sample_from_anchor", True) is True
+    return None
+
+
+def _served_path(report: InspectReport, source: str) -> str:
+    loaded = report.loaded
+    if loaded.kind == "hub":
+        return source.removeprefix("hf://")
+    if loaded.local_dir is not None:
+        return str(Path(loaded.local_dir).resolve())
+    return str(Path(source).expanduser().resolve())
+
+
+def _target_for_engine(target: str | None) -> str:
+    if target is None:
+        return ""
+    path = Path(target).expanduser()
+    if path.exists():
+        return str((path if path.is_dir() else path.parent).resolve())
+    return target.removeprefix("hf://")
+
+
+def _explicit_v1(env: Mapping[str, str]) -> bool:
+    value = env.get(V2_ENV)
+    return value is not None and value.strip().lower() in ("0", "false", "no", "off")
+
+
+def _v2_reasons(desc: DraftDescription, sample_from_anchor: bool) -> list[str]:
+    reasons = []
+    if desc.algorithm is Algorithm.DFLASH2:
+        reasons.append("DFlash2 (V1 drafts it as plain DFlash without its candidate selector)")
+    if desc.algorithm is Algorithm.DSPARK:
+        reasons.append("DSpark (implemented by the V2 runner only)")
+    if sample_from_anchor and desc.algorithm is not Algorithm.DSPARK:
+        reasons.append("anchor-first layout (V1 hard-codes K + 1 queries and drafts it wrongly)")
+    if _mixed_attention(desc):
+        reasons.append("mixed sliding/full attention layers")
+    return reasons
+
+
+def _serving(engine: str, desc: DraftDescription, sample_from_anchor: bool, capability: VllmCapability | None) -> str:
+    if engine != "vllm":
+        return "n/a"
+    if desc.algorithm is Algorithm.DSPARK or not sample_from_anchor:
+        return "stock"
+    if capability is None or capability.support == "absent":
+        return "unknown"
+    if capability.support == "native":
+        return "native"
+    if capability.support == "patchable" and capability.plugin_registered:
+        return "plugin"
+    return "unavailable"
+
+
+def _unavailable_reason(capability: VllmCapability | None) -> str:
+    if capability is None:
+        return "vLLM was not inspected"
+    if capability.support == "patchable" and not capability.plugin_registered:
+        return "the dflash-tools plugin is not registered with this vLLM installation"
+    return capability.reason
+
+
+def _smoke_findings(
+    source: str,
+    desc: DraftDescription,
+    k: int,
+    sample_from_anchor: bool,
+    engine: str,
+    capability: VllmCapability | None,
+    options: SmokeOptions,
+) -> list[Finding]:
+    """DFT041: what the selected vLLM runner cannot serve as declared (SPEC §8)."""
+    if engine != "vllm":
+        return []
+    findings = []
+    layout = layout_name(sample_from_anchor)
+    if desc.dialect.family == "open-spec":
+        findings.append(
+            make_finding(
+                "DFT041",
+                f"{source} is an Open Spec config (architecture DflashDraftModel): vLLM has no loader for it",
+                "convert it to the z-lab or speculators form first (`dflash-tools convert`)",
+                severity=Severity.ERROR,
+                keys=("open_spec_config_version",),
+                values={"cause": "checkpoint"},
+            )
+        )
+    serving = _serving(engine, desc, sample_from_anchor, capability)
+    if serving == "unavailable":
+        findings.append(
+            make_finding(
+                "DFT041",
+                f"{source} is {layout} (sample_from_anchor=true: {k} query positions for K = {k}) but the installed "
+                f"vLLM cannot serve that layout: {_unavailable_reason(capability)}",
+                "use vLLM 0.33.0 with dflash-tools installed in the same environment (its plugin patches the runner), "
+                "or a vLLM that includes vllm-project/vllm#54154; bonus-anchor drafts are unaffected",
+                severity=Severity.ERROR,
+                keys=("sample_from_anchor",),
+                values={"cause": "environment", "vllm_version": capability.version if capability else None},
+            )
+        )
+    v2 = _v2_reasons(desc, sample_from_anchor)
+    if v2 and _explicit_v1(options.env):
+        findings.append(
+            make_finding(
+                "DFT041",
+                f"{source} needs the V2 model runner ({'; '.join(v2)}), but --env {V2_ENV}=0 selects V1",
+                f"drop --env {V2_ENV}=0: smoke-test sets {V2_ENV}=1 for this draft",
+                severity=Severity.ERROR,
+                keys=(V2_ENV,),
+                values={"cause": "environment"},
+            )
+        )
+    elif v2 and _explicit_v1(options.inherited_env):
+        findings.append(
+            make_finding(
+                "DFT041",
+                f"{V2_ENV}=0 in the environment would run {source} on the V1 runner ({'; '.join(v2)}); "
+                f"smoke-test overrides it with {V2_ENV}=1 for this run",
+                f"unset {V2_ENV} (or set it to 1) when you serve this draft",
+                keys=(V2_ENV,),
+                values={"cause": "environment"},
+            )
+        )
+    return findings
+
+
+def _engine_env(
+    engine: str,
+    desc: DraftDescription,
+    sample_from_anchor: bool,
+    serving: str,
+    options: SmokeOptions,
+) -> dict[str, str]:
+    env: dict[str, str] = {}
+    if engine != "vllm":
+        return dict(options.env)
+    if _v2_reasons(desc, sample_from_anchor):
+        env[V2_ENV] = "1"
+    device = options.device or ""
+    if device.startswith("cuda:"):
+        env["CUDA_VISIBLE_DEVICES"] = device.split(":", 1)[1]
+    env.update(options.env)
+    if serving == "plugin":
+        env[REQUIRE_ENV] = "1"
+    if serving in ("plugin", "unknown"):
+        allowlist = env.get("VLLM_PLUGINS", options.inherited_env.get("VLLM_PLUGINS"))
+        if allowlist is not None and ENTRY_POINT_NAME not in [n.strip() for n in allowlist.split(",")]:
+            env["VLLM_PLUGINS"] = ",".join([n for n in allowlist.split(",") if n.strip()] + [ENTRY_POINT_NAME])
+    return env
+
+
+def _request(
+    *,
+    options: SmokeOptions,
+    engine: str,
+    report: InspectReport,
+    source: str,
+    label: str,
+    revision: str | None,
+    k: int,
+    sample_from_anchor: bool,
+    serving: str,
+    env: dict[str, str],
+) -> contract.SmokeRequest:
+    desc = report.description
+    geometry = report.geometry
+    assert desc is not None and geometry is not None
+    served = _served_path(report, source)
+    hub = report.loaded.kind == "hub"
+    queries = num_query_tokens(k, sample_from_anchor)
+    request: contract.SmokeRequest = {
+        "schema_version": contract.SCHEMA_VERSION,
+        "engine": engine,
+        "target": _target_for_engine(options.target),
+        "draft": served,
+        "algorithm": desc.algorithm.value,
+        "num_speculative_tokens": k,
+        "block_size": geometry.block_size,
+        "sample_from_anchor": sample_from_anchor,
+        "num_query_tokens": queries,
+        "prompts": list(options.prompts),
+        "prompt_token_ids": None,
+        "max_tokens": options.max_tokens,
+        "baseline": False,
+        "seed": options.seed,
+        "dtype": options.dtype,
+        "device": options.device,
+        "engine_args": dict(options.engine_args),
+        "env": dict(env),
+        "revision": revision if hub else None,
+        "chat": options.chat,
+        "enable_thinking": options.enable_thinking,
+        "label": label,
+        "target_revision": options.target_revision,
+    }
+    if engine == "vllm":
+        speculative: dict[str, Any] = {
+            "method": "dspark" if desc.algorithm is Algorithm.DSPARK else "dflash",
+            "model": served,
+            "num_speculative_tokens": k,
+        }
+        if hub and revision:
+            speculative["revision"] = revision
+        overrides: dict[str, Any] = {}
+        reads = vllm_sample_from_anchor(desc)
+        if reads is not None and reads[1] != sample_from_anchor:
+            overrides[reads[0]] = sample_from_anchor
+        engine_args = dict(options.engine_args)
+        additional = dict(engine_args.get("additional_config") or {})
+        # vLLM hashes additional_config into the compile-cache key; the layout and K must be in it
+        # so a graph compiled for one layout is never reused for the other (research §5.4).
+        additional[ADDITIONAL_CONFIG_KEY] = {
+            "layout": layout_name(sample_from_anchor),
+            "num_speculative_tokens": k,
+            "num_query_tokens": queries,
+        }
+        engine_args["additional_config"] = additional
+        request["engine_args"] = engine_args
+        request["speculative_config"] = speculative
+        request["draft_config_overrides"] = overrides
+        request["plugin_required"] = serving == "plugin"
+    return contract.validate_request(request)
+
+
+def plan_draft(
+    index: int,
+    entry: DraftEntry,
+    options: SmokeOptions,
+    engine: str,
+    target_spec: TargetSpec | None,
+    capability: VllmCapability | None,
+) -> DraftPlan:
+    source = entry.draft
+    label = entry.label or source
+    revision = entry.revision or options.revision
+    floor = options.floor or entry.floor or SANITY_FLOOR
+    try:
+        loaded = load_checkpoint(source, revision=revision, token=options.token, timeout=options.hub_timeout)
+    except DflashToolsError as exc:
+        return DraftPlan(source, label, [], entry=entry, floor=floor, refusal=exc.message, refusal_kind="setup")
+    report = inspect_loaded(loaded, target=target_spec, num_speculative_tokens=options.num_speculative_tokens)
+    plan = DraftPlan(source, label, list(report.findings), report=report, entry=entry, floor=floor)
+    desc, geometry = report.description, report.geometry
+    if desc is None or geometry is None:
+        plan.refusal = "preflight could not establish the draft's dialect and geometry (see the findings)"
+        plan.refusal_kind = "preflight"
+        return plan
+    k = geometry.num_speculative_tokens
+    declared = geometry.sample_from_anchor
+    smoke = _smoke_findings(source, desc, k, declared, engine, capability, options)
+    plan.findings = sort_findings(plan.findings + smoke)
+    _check_expectations(plan, entry, k, declared, geometry.num_query_tokens)
+
+    layouts = [("declared", declared)] + ([("flipped", not declared)] if options.compare_layouts else [])
+    for role, sample_from_anchor in layouts:
+        serving = _serving(engine, desc, sample_from_anchor, capability)
+        env = _engine_env(engine, desc, sample_from_anchor, serving, options)
+        run_label = label if role == "declared" else f"{label} [flipped: {layout_name(sample_from_anchor)}]"
+        run = RunPlan(
+            label=run_label,
+            slug=f"{index + 1:02d}-{slugify(label)}" + ("" if role == "declared" else "-flipped"),
+            layout_role=role,
+            sample_from_anchor=sample_from_anchor,
+            num_speculative_tokens=k,
+            num_query_tokens=num_query_tokens(k, sample_from_anchor),
+            runner=("v2" if _v2_reasons(desc, sample_from_anchor) else "auto") if engine == "vllm" else "n/a",
+            serving=serving,
+            env=env,
+            request=_request(
+                options=options,
+                engine=engine,
+                report=report,
+                source=source,
+                label=run_label,
+                revision=revision,
+                k=k,
+                sample_from_anchor=sample_from_anchor,
+                serving=serving,
+                env=env,
+            ),
+        )
+        if role == "flipped" and serving == "unavailable":
+            run.skip_reason = f"the installed vLLM cannot serve the flipped ({layout_name(sample_from_anchor)}) layout: {_unavailable_reason(capability)}"
+        plan.runs.append(run)
+    if options.compare_layouts and desc.algorithm is Algorithm.DFLASH2:
+        plan.notes.append(
+            "the flipped layout of a DFlash2 draft changes the convolution block from "
+            f"{geometry.block_size} to {num_query_tokens(k, not declared)} query positions: expect it to score far lower"
+        )
+
+    errors = [f for f in plan.findings if f.severity is Severity.ERROR]
+    if errors and options.force:
+        plan.forced = True
+        plan.notes.append(f"--force: launching despite {len(errors)} error finding(s)")
+    elif errors:
+        # A vLLM that cannot serve the draft is a setup problem (exit 2); the checkpoint's own
+        # errors are findings (exit 1), as with `inspect`.
+        setup_only = all(f.code == "DFT041" and f.values.get("cause") == "environment" for f in errors)
+        codes = " ".join(sorted({f.code for f in errors}))
+        plan.refusal = (
+            f"preflight found {len(errors)} error finding(s) ({codes}); not launching (--force to launch anyway)"
+        )
+        plan.refusal_kind = "setup" if setup_only else "preflight"
+    return plan
+
+
+def _check_expectations(plan: DraftPlan, entry: DraftEntry, k: int, sample_from_anchor: bool, queries: int) -> None:
+    expect = entry.expect
+    actual = {"layout": layout_name(sample_from_anchor), "num_speculative_tokens": k, "num_query_tokens": queries}
+    for key, want in expect.items():
+        if key in actual and actual[key] != want:
+            plan.notes.append(
+                f"expected {key} {want!r} (preset) but the draft's config resolves to {actual[key]!r}: "
+                "the published config may have changed"
+            )
+
+
+def resolve_plan(
+    options: SmokeOptions,
+    capability: VllmCapability | None,
+    target_spec: TargetSpec | None,
+) -> SmokePlan:
+    if not options.drafts:
+        raise UsageError("no draft given", "pass --draft (repeatable) or --preset")
+    if options.engine == "vllm" and (options.device or "").startswith("cpu"):
+        raise UsageError("--device cpu: the vLLM engine serves on GPUs", "use --engine torch for a CPU run")
+    if options.target is None:
+        raise UsageError("no target given", "pass --target (the model the drafts were trained for) or --preset")
+    drafts = [
+        plan_draft(index, entry, options, options.engine, target_spec, capability)
+        for index, entry in enumerate(options.drafts)
+    ]
+    first = next((run for draft in drafts if draft.runnable for run in draft.runs if run.skip_reason is None), None)
+    if first is not None and first.request is not None and options.baseline:
+        first.request["baseline"] = True
+    return SmokePlan(options.engine, options.target, target_spec, capability, drafts, options)
+
+
+def target_looks_remote(target: str) -> bool:
+    return not Path(target).expanduser().exists() and looks_like_repo_id(target)

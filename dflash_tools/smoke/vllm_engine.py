@@ -1,0 +1,285 @@
+"""The vLLM engine (runs in the child process): offline `LLM` API, greedy, statistics on.
+
+One request: serve the target with the draft (`speculative_config` from the request), generate
+the prompts greedily, read the speculative-decoding counters from `get_metrics()` before and
+after, shut the engine down, then (when asked) serve the target alone on the same prompts for the
+token-identity check and the speed ratio. vLLM is imported only inside `run_request`.
+
+Before any weights load, when the request needs the dflash-tools plugin (anchor-first on stock
+0.33.0), the plugin is loaded in this process and its marker checked; after the engine starts,
+the speculator the plugin saw constructed must run the planned number of query positions.
+Either check failing ends the run: it never proceeds with the plugin silently inactive.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from dflash_tools.smoke import contract
+from dflash_tools.smoke.child import progress
+from dflash_tools.smoke.metrics import ZERO, counters_from_metrics
+from dflash_tools.vllm_plugin.markers import MARKER_DIR_ENV, read_markers, summarize
+
+CONFIG_NAME = "config.json"
+
+
+class EngineFailure(RuntimeError):
+    """The run cannot go on; the message is the result's error."""
+
+
+# --- the draft folder vLLM sees --------------------------------------------------------------
+
+
+def set_dotted(config: dict[str, Any], dotted: str, value: Any) -> None:
+    """Set `a.b.c` in nested dicts, creating missing levels."""
+    *parents, leaf = dotted.split(".")
+    node = config
+    for key in parents:
+        child = node.get(key)
+        if not isinstance(child, dict):
+            child = {}
+            node[key] = child
+        node = child
+    node[leaf] = value
+
+
+def build_overlay(source_dir: Path, overlay_dir: Path, overrides: dict[str, Any]) -> Path:
+    """A folder that is `source_dir` with `overrides` applied to config.json.
+
+    Every other file is a symbolic link to the original, so no weights are copied and the
+    checkpoint (possibly inside the Hugging Face cache) is never written to.
+    """
+    config_path = source_dir / CONFIG_NAME
+    try:
+        config = json.loads(config_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise EngineFailure(f"draft {config_path}: cannot read config.json ({exc})") from None
+    if not isinstance(config, dict):
+        raise EngineFailure(f"draft {config_path}: config.json is not a JSON object")
+    if overlay_dir.exists():
+        shutil.rmtree(overlay_dir)
+    overlay_dir.mkdir(parents=True)
+    for entry in sorted(source_dir.iterdir()):
+        if entry.name == CONFIG_NAME or entry.name.startswith("."):
+            continue
+        (overlay_dir / entry.name).symlink_to(entry.resolve())
+    for dotted, value in overrides.items():
+        set_dotted(config, dotted, value)
+    (overlay_dir / CONFIG_NAME).write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+    return overlay_dir
+
+
+def local_draft_dir(draft: str, revision: str | None) -> Path:
+    """The draft as a local folder: itself, or the Hub snapshot (downloaded by the Hub client)."""
+    path = Path(draft).expanduser()
+    if path.is_dir():
+        return path
+    progress(f"downloading {draft} for the config overlay")
+    from huggingface_hub import snapshot_download
+
+    return Path(snapshot_download(repo_id=draft, revision=revision))
+
+
+def served_speculative_config(request: contract.SmokeRequest, work_dir: Path) -> tuple[dict[str, Any], str | None]:
+    """The speculative config to pass to `LLM`, with the overlay folder when overrides apply."""
+    speculative = dict(request.get("speculative_config") or {})
+    speculative.setdefault("method", "dspark" if request["algorithm"] == "dspark" else "dflash")
+    speculative.setdefault("model", request["draft"])
+    speculative["num_speculative_tokens"] = request["num_speculative_tokens"]
+    overrides = request.get("draft_config_overrides") or {}
+    if not overrides:
+        return speculative, None
+    source = local_draft_dir(request["draft"], request["revision"])
+    slug = "".join(c if c.isalnum() or c in "._-" else "_" for c in request.get("label", "draft"))[:80]
+    overlay = build_overlay(source, work_dir / f"{slug}.overlay", overrides)
+    speculative["model"] = str(overlay)
+    speculative.pop("revision", None)
+    return speculative, str(overlay)
+
+
+# --- running vLLM ----------------------------------------------------------------------------
+
+
+def _plugin_state(required: bool) -> dict[str, Any] | None:
+    folder = os.environ.get(MARKER_DIR_ENV)
+    if not folder:
+        return None
+    return summarize(read_markers(Path(folder)), required=required, launcher_pid=os.getpid())
+
+
+def _require_plugin_loaded() -> None:
+    """Load general plugins in this process now and check ours patched vLLM."""
+    from vllm.plugins import load_general_plugins
+
+    load_general_plugins()
+    state = _plugin_state(required=True)
+    if state is None or not state["active"]:
+        reasons = "; ".join(state["reasons"]) if state and state["reasons"] else "no marker was written"
+        raise EngineFailure(
+            "the dflash-tools vLLM plugin is not active in the launcher process "
+            f"({reasons}; VLLM_PLUGINS={os.environ.get('VLLM_PLUGINS')!r})"
+        )
+
+
+def _check_observed_queries(request: contract.SmokeRequest, state: dict[str, Any] | None) -> list[int] | None:
+    if state is None:
+        return None
+    observed = [s["num_query_per_req"] for s in state["speculators"] if isinstance(s.get("num_query_per_req"), int)]
+    if request.get("plugin_required"):
+        if not observed:
+            raise EngineFailure(
+                "the dflash-tools plugin did not observe the DFlash speculator being built (plugin inactive in the "
+                "worker processes, or the V1 runner was used)"
+            )
+        wrong = [q for q in observed if q != request["num_query_tokens"]]
+        if wrong:
+            raise EngineFailure(
+                f"the speculator runs {wrong[0]} query positions per request, the plan needs {request['num_query_tokens']}"
+            )
+    return observed or None
+
+
+def _prompts(llm: Any, request: contract.SmokeRequest) -> list[Any]:
+    if request["prompt_token_ids"] is not None:
+        return [{"prompt_token_ids": ids} for ids in request["prompt_token_ids"]]
+    if not request.get("chat"):
+        return list(request["prompts"])
+    tokenizer = llm.get_tokenizer()
+    return [
+        tokenizer.apply_chat_template(
+            [{"role": "user", "content": prompt}],
+            tokenize=False,
+            add_generation_prompt=True,
+            enable_thinking=bool(request.get("enable_thinking", False)),
+        )
+        for prompt in request["prompts"]
+    ]
+
+
+def _shutdown(llm: Any) -> None:
+    engine = getattr(llm, "llm_engine", None)
+    core = getattr(engine, "engine_core", None)
+    shutdown = getattr(core, "shutdown", None)
+    if callable(shutdown):
+        shutdown()
+    del llm
+    gc.collect()
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+    except ImportError:
+        pass
+
+
+def _engine_kwargs(request: contract.SmokeRequest) -> dict[str, Any]:
+    kwargs = dict(request["engine_args"])
+    kwargs.setdefault("seed", request["seed"])
+    if request["dtype"]:
+        kwargs.setdefault("dtype", request["dtype"])
+    if request.get("target_revision"):
+        kwargs.setdefault("revision", request["target_revision"])
+    # get_metrics() needs statistics; LLM() disables them by default.
+    kwargs["disable_log_stats"] = False
+    return kwargs
+
+
+def _generate(llm: Any, prompts: list[Any], request: contract.SmokeRequest) -> tuple[list[list[int]], list[str], float]:
+    from vllm import SamplingParams
+
+    params = SamplingParams(temperature=0.0, max_tokens=request["max_tokens"], seed=request["seed"])
+    started = time.perf_counter()
+    outputs = llm.generate(prompts, params, use_tqdm=False)
+    elapsed = time.perf_counter() - started
+    token_ids = [list(output.outputs[0].token_ids) for output in outputs]
+    texts = [output.outputs[0].text for output in outputs]
+    return token_ids, texts, elapsed
+
+
+def run_request(request: contract.SmokeRequest, *, work_dir: Path | None = None) -> contract.SmokeResult:
+    work = work_dir or Path(tempfile.mkdtemp(prefix="dflash-tools-vllm-"))
+    details: dict[str, Any] = {}
+    try:
+        return _run(request, work, details)
+    except EngineFailure as exc:
+        return contract.failed_result("vllm", str(exc), details=details)
+
+
+def _run(request: contract.SmokeRequest, work: Path, details: dict[str, Any]) -> contract.SmokeResult:
+    speculative, overlay = served_speculative_config(request, work)
+    details["speculative_config"] = speculative
+    if overlay:
+        details["overlay"] = overlay
+        details["draft_config_overrides"] = request.get("draft_config_overrides")
+    progress("importing vLLM")
+    import vllm
+    from vllm import LLM
+
+    details["vllm_version"] = getattr(vllm, "__version__", None)
+    required = bool(request.get("plugin_required"))
+    if required:
+        _require_plugin_loaded()
+
+    progress(f"loading {request['target']} with draft {speculative['model']} (K={request['num_speculative_tokens']})")
+    kwargs = _engine_kwargs(request)
+    llm = LLM(model=request["target"], speculative_config=speculative, **kwargs)
+    try:
+        config = llm.llm_engine.vllm_config
+        details["runner"] = "v2" if config.use_v2_model_runner else "v1"
+    except AttributeError:
+        details["runner"] = None
+    state = _plugin_state(required)
+    observed = _check_observed_queries(request, state)
+    if state is not None:
+        details["plugin"] = state
+
+    prompts = _prompts(llm, request)
+    before = counters_from_metrics(llm.get_metrics()) or ZERO
+    progress(f"generating {len(prompts)} prompt(s), {request['max_tokens']} tokens each, with speculation")
+    outputs, texts, elapsed = _generate(llm, prompts, request)
+    after = counters_from_metrics(llm.get_metrics())
+    if after is None:
+        raise EngineFailure("vLLM reported no speculative-decoding counters: speculation did not run")
+    counters = after.minus(before)
+    _shutdown(llm)
+
+    output_tokens = sum(len(ids) for ids in outputs)
+    result: contract.SmokeResult = {
+        "schema_version": contract.SCHEMA_VERSION,
+        "ok": True,
+        "error": None,
+        "engine": "vllm",
+        **counters.result_fields(),  # type: ignore[typeddict-item]
+        "output_tokens": output_tokens,
+        "elapsed_s": elapsed,
+        "tokens_per_second": contract.tokens_per_second(output_tokens, elapsed),
+        "outputs": outputs,
+        "baseline": None,
+        "token_identical": None,
+        "query_positions_per_step": observed,
+        "log_path": None,
+        "output_texts": texts,
+        "engine_details": details,
+    }
+    if request["baseline"]:
+        progress(f"loading {request['target']} alone (baseline)")
+        baseline_llm = LLM(model=request["target"], **kwargs)
+        baseline_outputs, _, baseline_elapsed = _generate(baseline_llm, _prompts(baseline_llm, request), request)
+        _shutdown(baseline_llm)
+        baseline_tokens = sum(len(ids) for ids in baseline_outputs)
+        result["baseline"] = {
+            "outputs": baseline_outputs,
+            "output_tokens": baseline_tokens,
+            "elapsed_s": baseline_elapsed,
+            "tokens_per_second": contract.tokens_per_second(baseline_tokens, baseline_elapsed),
+        }
+        result["token_identical"] = baseline_outputs == outputs
+    return result

@@ -1,0 +1,112 @@
+"""vLLM general plugin: serve anchor-first DFlash / DFlash2 drafts on stock vLLM 0.33.0.
+
+Registered as `dflash_tools = dflash_tools.vllm_plugin:register` in the `vllm.general_plugins`
+entry-point group, so vLLM calls `register()` in every process it starts (front end, engine core,
+each worker) before it builds configs, schedulers or model runners.
+
+Because an installed plugin runs in *every* vLLM process on the machine, it is careful:
+
+- On a vLLM that already carries the upstream change (vllm-project/vllm#54154) it does nothing.
+- On any vLLM other than a release it was written against, or whose patched functions' source
+  differs from the fingerprints in `fingerprints.py`, it patches nothing: it logs why, and fails
+  the process only when the launcher asked for it (`DFLASH_TOOLS_REQUIRE_PLUGIN=1`), so unrelated
+  vLLM use is never broken by an upgrade.
+- On vLLM 0.33.0 it installs the wrappers of `patch.py`; they change behaviour only for a
+  `method="dflash"` draft whose `dflash_config.sample_from_anchor` is true.
+
+It records what it did in marker files (`markers.py`) and as `SpeculativeConfig._dflash_tools_patch`.
+Importing this module is cheap: vLLM itself is only touched inside `register()`.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+from dflash_tools.vllm_plugin.fingerprints import Classification, classify
+from dflash_tools.vllm_plugin.markers import DISABLE_ENV, REQUIRE_ENV, truthy, write_marker
+from dflash_tools.vllm_plugin.sources import SourceReader, directory_reader
+
+__all__ = ["Decision", "decide", "register"]
+
+_registered: dict[str, object] = {}
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What `register()` does in a process: `patch`, `skip` (native or disabled), or refuse.
+
+    `raise_error` is set when refusing and the launcher required the patch.
+    """
+
+    action: str  # "patch" | "native" | "disabled" | "refuse"
+    reason: str
+    classification: Classification | None
+    raise_error: bool = False
+
+    @property
+    def status(self) -> str:
+        return {"patch": "patched", "native": "native", "disabled": "disabled", "refuse": "refused"}[self.action]
+
+
+def decide(vllm_version: str | None, reader: SourceReader, environ: dict[str, str] | os._Environ[str]) -> Decision:
+    """Pure decision from the vLLM version, its sources and the environment."""
+    required = truthy(environ.get(REQUIRE_ENV))
+    if truthy(environ.get(DISABLE_ENV)):
+        return Decision("disabled", f"{DISABLE_ENV} is set", None, raise_error=required)
+    classification = classify(vllm_version, reader)
+    if classification.support == "native":
+        return Decision("native", classification.reason, classification)
+    if classification.support == "patchable":
+        return Decision("patch", classification.reason, classification)
+    return Decision("refuse", classification.reason, classification, raise_error=required)
+
+
+def register() -> None:
+    """Entry point vLLM calls (with no arguments) in each of its processes."""
+    if _registered:
+        return
+    import logging
+
+    import vllm
+
+    from dflash_tools.vllm_plugin import patch
+
+    logger = logging.getLogger("vllm.dflash_tools_plugin")
+    try:
+        vllm_version: str | None = version("vllm")
+    except PackageNotFoundError:
+        vllm_version = getattr(vllm, "__version__", None)
+    root = Path(vllm.__file__).resolve().parent.parent
+    decision = decide(vllm_version, directory_reader(root), os.environ)
+    _registered["decision"] = decision
+    payload: dict[str, object] = {"status": decision.status, "reason": decision.reason, "vllm_version": vllm_version}
+
+    if decision.action == "patch":
+        assert decision.classification is not None
+        try:
+            sites = patch.apply_patches(decision.classification)
+        except patch.PluginRefused as exc:
+            # Nothing half-applied matters for bonus-anchor drafts; anchor-first ones need all of it.
+            decision = Decision("refuse", str(exc), decision.classification, truthy(os.environ.get(REQUIRE_ENV)))
+            _registered["decision"] = decision
+            payload.update(status="refused", reason=str(exc))
+        else:
+            payload["sites"] = sites
+            logger.info("dflash-tools plugin: %s", decision.reason)
+
+    from vllm.config.speculative import SpeculativeConfig
+
+    SpeculativeConfig._dflash_tools_patch = dict(payload)
+    write_marker("plugin", payload)
+    if decision.action in ("refuse", "disabled"):
+        message = f"dflash-tools plugin is not patching vLLM: {decision.reason}"
+        if decision.raise_error:
+            raise patch.PluginRefused(
+                message + " (required by the launcher: anchor-first DFlash drafts cannot be served correctly)"
+            )
+        logger.warning("%s; anchor-first DFlash drafts will be refused by vLLM", message)
+    elif decision.action == "native":
+        logger.info("dflash-tools plugin: nothing to do: %s", decision.reason)

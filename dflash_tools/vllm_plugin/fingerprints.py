@@ -1,0 +1,284 @@
+"""What the plugin was written against: vLLM versions, the functions it wraps or relies on, and
+the sha256 of each function's source text in that release.
+
+The patch is only correct for code that behaves exactly like the code it was derived from
+(research/vllm-dflash.md §5.1): a refactor that moves the query count, renames an attribute or
+reorders `__init__` would make the wrappers silently wrong. So the plugin refuses to patch unless
+every function below hashes to the recorded value. Both the launcher (without importing vLLM) and
+the plugin (inside every vLLM process) call `classify`; the test suite checks the recorded hashes
+against the real vLLM 0.33.0 wheel.
+
+Hashes are over `sources.normalize(text)` of the function's own lines (decorators excluded), so
+they do not depend on the Python version that reads them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from dflash_tools.vllm_plugin.sources import FunctionSource, SourceReader, find_function
+
+SUPPORTED_VERSIONS = ("0.33.0",)
+"""vLLM releases whose sources the patch was derived from."""
+
+UPSTREAM_PR = "vllm-project/vllm#54154"
+
+# Names the upstream change ("Support sample_from_anchor for DFlash draft models") introduces,
+# per its description. Their presence means vLLM serves anchor-first DFlash natively.
+NATIVE_MARKERS = ("num_dflash_query_tokens", "dflash_samples_from_anchor")
+NATIVE_MARKER_FILES = (
+    "vllm/config/speculative.py",
+    "vllm/config/vllm.py",
+    "vllm/v1/worker/gpu/spec_decode/dflash/speculator.py",
+    "vllm/model_executor/models/qwen3_dflash2.py",
+)
+
+
+@dataclass(frozen=True)
+class Site:
+    """One function the plugin wraps (`patched`) or whose behaviour the wrappers assume."""
+
+    key: str
+    path: str
+    qualname: str
+    sha256: str
+    patched: bool
+    why: str
+    must_contain: tuple[str, ...] = ()
+
+    @property
+    def module(self) -> str:
+        return self.path.removesuffix(".py").removesuffix("/__init__").replace("/", ".")
+
+
+SITES: tuple[Site, ...] = (
+    Site(
+        key="speculative_compute_hash",
+        path="vllm/config/speculative.py",
+        qualname="SpeculativeConfig.compute_hash",
+        sha256="328c3382b5207027cbc7e924291ebe5097fd5bf93f2d08854550c8b8d3a9a44d",
+        patched=True,
+        why="adds the layout and K to the compile-cache key (the DFlash2 conv block is a graph constant)",
+        must_contain=("factors.append(self.draft_model_config.compute_hash())",),
+    ),
+    Site(
+        key="num_lookahead_tokens",
+        path="vllm/config/vllm.py",
+        qualname="VllmConfig.num_lookahead_tokens",
+        sha256="9e2913f5c2f657583c5747bcff20d197f2e6b0b3650e26a2b8a5e904abc84075",
+        patched=True,
+        why="reserves K (not K + 1) KV lookahead slots for anchor-first DFlash",
+        must_contain=("return self.num_speculative_tokens + 1",),
+    ),
+    Site(
+        key="v1_unsupported_features",
+        path="vllm/config/vllm.py",
+        qualname="VllmConfig._get_v1_model_runner_unsupported_features",
+        sha256="675c586beb189a4a6f24c0e25e98b9f01078155c32509404dc7c97b18cd88de8",
+        patched=True,
+        why="makes the V1 runner refuse anchor-first DFlash instead of drafting it in the wrong layout",
+        must_contain=('unsupported.append("DFlash candidate-head drafts")',),
+    ),
+    Site(
+        key="dflash_speculator_init",
+        path="vllm/v1/worker/gpu/spec_decode/dflash/speculator.py",
+        qualname="DFlashSpeculator.__init__",
+        sha256="bda2c3b5752ed06f78dfc23efb04833ca3df434e0cf5642e265d888e0b7eb4ae",
+        patched=True,
+        why="serves K query positions per request for anchor-first drafts instead of raising",
+        must_contain=(
+            "self.num_query_per_req = 1 + self.num_speculative_steps",
+            "sample_from_anchor=True is not supported for DFlash. ",
+            "self.sample_from_anchor = False",
+            'dflash_config.get("sample_from_anchor", False)',
+        ),
+    ),
+    Site(
+        key="dflash2_decoder_layer_init",
+        path="vllm/model_executor/models/qwen3_dflash2.py",
+        qualname="DFlash2Qwen3DecoderLayer.__init__",
+        sha256="9794aef6e47b0dfed8ae3a3332da044179eac7def04994948936560f8d05135a",
+        patched=True,
+        why="sizes the DFlash2 convolution block to the K query positions of an anchor-first draft",
+        must_contain=(
+            "block_size=1 + speculative_config.num_speculative_tokens",
+            "self.attention_conv = DFlashGroupedConv(",
+            "self.mlp_conv = DFlashGroupedConv(",
+        ),
+    ),
+    Site(
+        key="v1_dflash_proposer_init",
+        path="vllm/v1/spec_decode/dflash.py",
+        qualname="DFlashProposer.__init__",
+        sha256="f93118f5083d8b2c73395048e756e7e4a5e2577923a4c5306945e0f7ca3d8212",
+        patched=True,
+        why="fails loudly if an anchor-first draft reaches the V1 proposer (hard-coded 1 + K layout)",
+        must_contain=("self.max_batch_size * (1 + self.num_speculative_tokens)",),
+    ),
+    Site(
+        key="dflash2_speculator_init",
+        path="vllm/v1/worker/gpu/spec_decode/dflash2/speculator.py",
+        qualname="DFlash2Speculator.__init__",
+        sha256="8350a60956cc17bfb1cf294ea3f3f63f85fe99764546ce3e48647e0095f61d78",
+        patched=False,
+        why="inherits the query layout from DFlashSpeculator.__init__ without resetting it",
+        must_contain=("super().__init__(vllm_config, device)",),
+    ),
+    Site(
+        key="grouped_conv_init",
+        path="vllm/model_executor/models/qwen3_dflash2.py",
+        qualname="DFlashGroupedConv.__init__",
+        sha256="e2f4a4f280d115e32e82faf6a8c9bcbd74f062c4179da9c6d147120256153a57",
+        patched=False,
+        why="stores block_size as a plain attribute that the wrapper may reset after construction",
+        must_contain=("self.block_size = block_size",),
+    ),
+    Site(
+        key="grouped_conv_convolve",
+        path="vllm/model_executor/models/qwen3_dflash2.py",
+        qualname="DFlashGroupedConv._convolve",
+        sha256="3a5acbf7210cf2577ed214f6ffd8af60e0e1211ae283b46b1da11c6b76d94b1d",
+        patched=False,
+        why="reads block_size at forward time, so resetting the attribute takes effect",
+        must_contain=("self.block_size,",),
+    ),
+    Site(
+        key="init_speculator",
+        path="vllm/v1/worker/gpu/spec_decode/__init__.py",
+        qualname="init_speculator",
+        sha256="bad8b92d97584fbef965258ab8b5f9182308fe7dca66ec8a49acdb72d5878003",
+        patched=False,
+        why="routes DFlash / DFlash2 drafts to the two speculator classes the wrapper acts on",
+    ),
+)
+
+SITES_BY_KEY = {site.key: site for site in SITES}
+
+
+@dataclass(frozen=True)
+class SiteCheck:
+    site: Site
+    status: str  # "match" | "changed" | "missing-file" | "missing-function"
+    sha256: str | None = None
+    missing_text: tuple[str, ...] = ()
+    location: FunctionSource | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "match"
+
+    def describe(self) -> str:
+        where = f"{self.site.path}:{self.site.qualname}"
+        if self.status == "missing-file":
+            return f"{where}: file not found"
+        if self.status == "missing-function":
+            return f"{where}: function not found"
+        if self.status == "changed":
+            extra = f" (no longer contains {self.missing_text[0]!r})" if self.missing_text else ""
+            return f"{where}: source differs from vLLM {SUPPORTED_VERSIONS[0]}{extra}"
+        return f"{where}: matches"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "key": self.site.key,
+            "path": self.site.path,
+            "qualname": self.site.qualname,
+            "patched": self.site.patched,
+            "status": self.status,
+            "expected_sha256": self.site.sha256,
+            "sha256": self.sha256,
+            "line": self.location.def_line if self.location else None,
+        }
+
+
+def check_site(site: Site, reader: SourceReader) -> SiteCheck:
+    text = reader(site.path)
+    if text is None:
+        return SiteCheck(site, "missing-file")
+    found = find_function(text, site.qualname)
+    if found is None:
+        return SiteCheck(site, "missing-function")
+    missing = tuple(needle for needle in site.must_contain if needle not in found.text)
+    status = "match" if found.sha256 == site.sha256 and not missing else "changed"
+    return SiteCheck(site, status, found.sha256, missing, found)
+
+
+def check_sites(reader: SourceReader) -> list[SiteCheck]:
+    return [check_site(site, reader) for site in SITES]
+
+
+def native_markers_found(reader: SourceReader) -> list[str]:
+    """`path: name` for each upstream-change marker present in vLLM's sources."""
+    hits = []
+    for path in NATIVE_MARKER_FILES:
+        text = reader(path) or ""
+        hits += [f"{path}: {name}" for name in NATIVE_MARKERS if name in text]
+    return hits
+
+
+def version_supported(version: str | None) -> bool:
+    """Exactly a supported release; a local build label (`0.33.0+cu130`) is allowed."""
+    if not version:
+        return False
+    return version.split("+", 1)[0] in SUPPORTED_VERSIONS
+
+
+@dataclass
+class Classification:
+    """How this vLLM can serve anchor-first DFlash drafts.
+
+    support: "native" (the upstream change is present), "patchable" (a release the plugin was
+    written against, every fingerprint matches), or "unsupported".
+    """
+
+    support: str
+    version: str | None
+    reason: str
+    checks: list[SiteCheck] = field(default_factory=list)
+    native_markers: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "support": self.support,
+            "version": self.version,
+            "reason": self.reason,
+            "native_markers": list(self.native_markers),
+            "fingerprints": [check.to_dict() for check in self.checks],
+        }
+
+
+def classify(version: str | None, reader: SourceReader) -> Classification:
+    markers = native_markers_found(reader)
+    if markers:
+        return Classification(
+            "native",
+            version,
+            f"vLLM {version} carries the upstream anchor-sampling change ({UPSTREAM_PR}): {markers[0]}",
+            native_markers=markers,
+        )
+    checks = check_sites(reader)
+    if not version_supported(version):
+        return Classification(
+            "unsupported",
+            version,
+            f"vLLM {version} is neither a release the plugin was written against "
+            f"({', '.join(SUPPORTED_VERSIONS)}) nor one with the upstream change ({UPSTREAM_PR})",
+            checks,
+        )
+    bad = [check for check in checks if not check.ok]
+    if bad:
+        return Classification(
+            "unsupported",
+            version,
+            f"vLLM {version} has been modified: {bad[0].describe()}"
+            + (f" and {len(bad) - 1} more site(s)" if len(bad) > 1 else ""),
+            checks,
+        )
+    return Classification(
+        "patchable",
+        version,
+        f"vLLM {version}: all {len(checks)} fingerprinted functions match; the dflash-tools plugin "
+        "applies the anchor-sampling change at runtime",
+        checks,
+    )

@@ -1,0 +1,978 @@
+"""Fuzz campaign: every parser that reads outside data, fed hostile input, must never raise.
+
+What it feeds (seeded from real fixtures of every dialect, at tiny and published shapes):
+
+- `header`     `safetensors_header.parse_header` on mutated header JSON;
+- `file`       `safetensors_header.read_local_header` on mutated whole files (length prefix 0, huge,
+               "negative" as u64, off by a few; truncated anywhere; trailing bytes);
+- `index`      `source.parse_index` on mutated `model.safetensors.index.json` bytes;
+- `config`     `inspect.describe` and the whole `inspect_loaded` path (geometry, checks, tensor
+               comparison, target pairing, profile match) on mutated configs of every dialect, with
+               a mutated target config;
+- `checkpoint` `load_checkpoint` + `inspect_loaded` on real folders on disk whose config, index and
+               shards are mutated, including hostile file-system layouts (shards that are folders,
+               symlinks leaving the folder, links to /dev/zero, empty files);
+- `cli`        every 50th checkpoint is also run through the real `dflash-tools inspect` (in
+               process, human and JSON output).
+
+Mutations: wrong types in every config field (systematic pass over every key path, then random),
+huge / negative / float / NaN / Infinity numbers, deeply nested JSON (up to 100,000 levels),
+duplicate keys, non-UTF-8 bytes, lone surrogates, BOMs, truncation, byte flips, terminal escape
+sequences and rich markup in strings.
+
+For every input the result must be one of: a parsed result, a `SafetensorsHeaderError` (what
+becomes DFT003), findings, or a `SourceError` (a clean exit 2). Every message must be one line,
+the JSON document must serialize (strict JSON, UTF-8) and the human report must render. Anything
+else is counted as a traceback and saved under --crash-dir with its input.
+
+    python fuzz/campaign.py               # 100,000 inputs (a few minutes)
+    python fuzz/campaign.py --quick       # 3,000 inputs, for CI
+    python fuzz/campaign.py --inputs 1000000 --seed 7
+
+Exit status: 0 when no input produced a traceback, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import copy
+import io
+import json
+import math
+import os
+import random
+import shutil
+import signal
+import struct
+import sys
+import tempfile
+import time
+import traceback
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+# The human renderer sizes its output from these; set before rich is imported.
+os.environ.setdefault("COLUMNS", "120")
+os.environ["NO_COLOR"] = "1"
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing here may touch the network
+os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+os.environ.pop("DFLASH_TOOLS_DEBUG", None)
+
+from dflash_tools import testing  # noqa: E402
+from dflash_tools.errors import SourceError  # noqa: E402
+from dflash_tools.inspect import describe, inspect_loaded  # noqa: E402
+from dflash_tools.safetensors_header import (  # noqa: E402
+    MAX_HEADER_BYTES,
+    SafetensorsHeaderError,
+    encode_header,
+    parse_header,
+    read_local_header,
+)
+from dflash_tools.source import INDEX_NAME, LoadedCheckpoint, load_checkpoint, parse_config_text, parse_index  # noqa: E402
+from dflash_tools.target import TargetSpec, target_from_config  # noqa: E402
+
+TARGETS = ("header", "file", "index", "config", "checkpoint")
+# Share of the random inputs each target gets (the systematic pass comes on top, within the total).
+WEIGHTS = {"header": 3, "file": 2, "index": 1, "config": 3, "checkpoint": 2}
+CLI_EVERY = 50  # every Nth checkpoint input also goes through the real CLI
+SLOW_SECONDS = 2.0  # an input slower than this is reported (a hang guard, not a failure)
+HANG_SECONDS = 20  # an input slower than this is a failure (counted with the tracebacks)
+
+
+# --------------------------------------------------------------------------------------------
+# Seeds: real configs, headers and indexes of every dialect
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Seed:
+    name: str
+    dialect: str
+    spec: testing.DraftSpec
+    config: dict[str, Any]
+    tensors: list[tuple[str, str, tuple[int, ...]]]
+
+
+def _spec_for(dialect: str) -> testing.DraftSpec:
+    if "dspark" in dialect:
+        return testing.TINY_DSPARK
+    if "dflash2" in dialect:
+        return testing.TINY_DFLASH2
+    return testing.TINY
+
+
+def build_seeds() -> list[Seed]:
+    seeds: list[Seed] = []
+    for dialect in testing.ALL_DIALECTS:
+        spec = _spec_for(dialect)
+        seeds.append(Seed(dialect, dialect, spec, testing.make_config(dialect, spec), testing.tensor_table(spec)))
+    for location in ("top", "both"):
+        spec = testing.TINY
+        seeds.append(
+            Seed(
+                f"zlab-dflash-{location}",
+                "zlab-dflash",
+                spec,
+                testing.make_config("zlab-dflash", spec, block_size_location=location),
+                testing.tensor_table(spec),
+            )
+        )
+    reduced = replace(testing.TINY, draft_vocab_size=128, sample_from_anchor=None)
+    seeds.append(
+        Seed(
+            "speculators-reduced-vocab",
+            "speculators-dflash",
+            reduced,
+            testing.make_config("speculators-dflash", reduced),
+            testing.tensor_table(reduced),
+        )
+    )
+    for dialect in ("zlab-dflash2", "speculators-dflash2"):
+        spec = testing.QWEN38_27B_DFLASH2
+        seeds.append(
+            Seed(f"{dialect}-qwen38-27b", dialect, spec, testing.make_config(dialect, spec), testing.tensor_table(spec))
+        )
+    spec = testing.QWEN3_8B_DFLASH_B16
+    seeds.append(
+        Seed("zlab-qwen3-8b-b16", "zlab-dflash", spec, testing.make_config("zlab-dflash", spec), testing.tensor_table(spec))
+    )
+    return seeds
+
+
+def header_json(tensors: list[tuple[str, str, tuple[int, ...]]], metadata: dict[str, str] | None) -> dict[str, Any]:
+    prefix, _ = encode_header(tensors, metadata)
+    result: dict[str, Any] = json.loads(prefix[8:])
+    return result
+
+
+def index_json(tensors: list[tuple[str, str, tuple[int, ...]]], shards: int) -> dict[str, Any]:
+    per_shard = -(-len(tensors) // shards)
+    weight_map = {
+        name: f"model-{i // per_shard + 1:05d}-of-{shards:05d}.safetensors" for i, (name, _, _) in enumerate(tensors)
+    }
+    return {"metadata": {"total_size": 0}, "weight_map": weight_map}
+
+
+# --------------------------------------------------------------------------------------------
+# Hostile values and mutations
+# --------------------------------------------------------------------------------------------
+
+ESCAPES = [
+    "\x1b]52;c;cHduZWQ=\x07",  # OSC 52: write the clipboard
+    "\x1b]8;;https://evil.example\x1b\\click\x1b]8;;\x1b\\",  # OSC 8 hyperlink
+    "\x1b[2J\x1b[H",  # CSI clear screen
+    "\x1b[31mred\x1b[0m",
+    "\r\x1b[Kfake OK",
+    "[bold red]markup[/]",
+    "[link=https://evil.example]x[/link]",
+    "\u202egnp.exe",  # right-to-left override
+    "\u2066isolate\u2069",
+    "zero\u200bwidth",
+    "\x00nul",
+    "\ud800",  # lone surrogate: valid in JSON text, not encodable as UTF-8
+    "\udfff\ud800",
+    "\ufeffbom",
+    "\x85next-line\u2028line-sep",
+    "a\nb",
+    "%s%n%x{0}",
+    "../../etc/passwd",
+    "/dev/zero",
+]
+
+
+def hostile_scalars() -> list[Any]:
+    return [
+        0,
+        -1,
+        1,
+        2,
+        7,
+        8,
+        9,
+        2**31,
+        2**53 + 1,
+        2**63 - 1,
+        2**63,
+        2**64,
+        2**64 + 8,
+        -(2**63),
+        10**30,
+        10**400,
+        -(10**400),
+        1.5,
+        8.0,
+        -0.0,
+        1e308,
+        5e-324,
+        float("nan"),
+        float("inf"),
+        float("-inf"),
+        True,
+        False,
+        None,
+        "",
+        "8",
+        "true",
+        "BF16",
+        "x" * 5000,
+        [],
+        {},
+        [1, 2, 3],
+        [8],
+        [True, False],
+        [None],
+        ["a", 1],
+        [1.5, float("nan")],
+        [-1, 2**64],
+        {"a": 1},
+        {"block_size": 8},
+        [[1]],
+        *ESCAPES,
+    ]
+
+
+def nested(depth: int, rng: random.Random) -> Any:
+    value: Any = rng.choice([1, "x", None, float("nan")])
+    for _ in range(depth):
+        value = [value] if rng.random() < 0.5 else {"k": value}
+    return value
+
+
+def random_value(rng: random.Random, seed_values: list[Any]) -> Any:
+    roll = rng.random()
+    if roll < 0.55:
+        return copy.deepcopy(rng.choice(HOSTILE))
+    if roll < 0.7 and seed_values:
+        return copy.deepcopy(rng.choice(seed_values))
+    if roll < 0.8:
+        return nested(rng.choice([2, 10, 50, 200, 400]), rng)
+    if roll < 0.9:
+        return rng.randint(-(2**70), 2**70)
+    return "".join(chr(rng.choice([rng.randint(0, 0x7F), rng.randint(0x80, 0xFFFF)])) for _ in range(rng.randint(0, 40)))
+
+
+HOSTILE = hostile_scalars()
+
+
+def paths(value: Any, prefix: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
+    """Every key path in a JSON tree (dict keys and list indexes), parents before children."""
+    if isinstance(value, dict):
+        for key, child in value.items():
+            yield (*prefix, key)
+            yield from paths(child, (*prefix, key))
+    elif isinstance(value, list):
+        for index, child in enumerate(value[:6]):  # a few list items are enough
+            yield (*prefix, index)
+            yield from paths(child, (*prefix, index))
+
+
+def leaves(value: Any) -> list[Any]:
+    out: list[Any] = []
+    if isinstance(value, dict):
+        for child in value.values():
+            out.extend(leaves(child))
+    elif isinstance(value, list):
+        for child in value[:6]:
+            out.extend(leaves(child))
+    else:
+        out.append(value)
+    return out
+
+
+def set_path(tree: Any, path: tuple[Any, ...], value: Any) -> Any:
+    if not path:
+        return value
+    node = tree
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    return tree
+
+
+def delete_path(tree: Any, path: tuple[Any, ...]) -> None:
+    node = tree
+    for key in path[:-1]:
+        node = node[key]
+    del node[path[-1]]
+
+
+def mutate_tree(tree: Any, rng: random.Random, seed_values: list[Any], rounds: int | None = None) -> Any:
+    tree = copy.deepcopy(tree)
+    for _ in range(rounds or rng.choice([1, 1, 1, 2, 3, 5])):
+        all_paths = list(paths(tree))
+        op = rng.random()
+        if not all_paths or op < 0.03:
+            tree = random_value(rng, seed_values)
+            continue
+        path = rng.choice(all_paths)
+        try:
+            if op < 0.6:
+                set_path(tree, path, random_value(rng, seed_values))
+            elif op < 0.75:
+                delete_path(tree, path)
+            elif op < 0.85:
+                parent = tree
+                for key in path[:-1]:
+                    parent = parent[key]
+                if isinstance(parent, dict):
+                    parent[rng.choice([*map(str, HOSTILE[-len(ESCAPES) :]), "block_size", "dflash_config", "x"])] = (
+                        random_value(rng, seed_values)
+                    )
+                else:
+                    parent.append(random_value(rng, seed_values))
+            elif op < 0.93:
+                # Move a subtree somewhere else (same shape, wrong place).
+                other = rng.choice(all_paths)
+                node = tree
+                for key in other:
+                    node = node[key]
+                set_path(tree, path, copy.deepcopy(node))
+            else:
+                # Rename a key: the value stays, the key becomes hostile or a near miss.
+                parent = tree
+                for key in path[:-1]:
+                    parent = parent[key]
+                if isinstance(parent, dict):
+                    value = parent.pop(path[-1])
+                    name = str(path[-1])
+                    parent[rng.choice([name.upper(), name + " ", " " + name, name + "\x00", rng.choice(ESCAPES)])] = (
+                        value
+                    )
+        except (KeyError, IndexError, TypeError):
+            continue  # an earlier round removed the parent
+    return tree
+
+
+def dumps(tree: Any, rng: random.Random) -> str:
+    """Serialize like a sloppy writer might: NaN / Infinity literals, odd spacing, escapes or not."""
+    return json.dumps(
+        tree,
+        allow_nan=True,
+        ensure_ascii=rng.random() < 0.5,
+        indent=rng.choice([None, 2, "\t"]),
+        check_circular=False,
+    )
+
+
+def duplicate_keys(tree: Any, rng: random.Random) -> str:
+    """A JSON object with one key written twice (json.dumps cannot produce this)."""
+    if not isinstance(tree, dict) or not tree:
+        return dumps(tree, rng)
+    items = list(tree.items())
+    key, value = rng.choice(items)
+    extra = rng.choice([value, random_value(rng, []), None])
+    position = rng.randint(0, len(items))
+    items.insert(position, (key, extra))
+    body = ",".join(f"{json.dumps(k)}:{json.dumps(v, allow_nan=True)}" for k, v in items)
+    return "{" + body + "}"
+
+
+def deep_text(rng: random.Random) -> str:
+    depth = rng.choice([100, 900, 990, 1000, 5000, 100_000])
+    opener, closer = rng.choice([("[", "]"), ('{"a":', "}")])
+    return opener * depth + "1" + closer * depth
+
+
+TEXT_SUBSTITUTIONS = [
+    ("8", "8e999"),
+    ("8", "NaN"),
+    ("8", "-Infinity"),
+    ("8", "08"),
+    ("8", "0x8"),
+    ("8", "8."),
+    ("8", "123456789012345678901234567890123456789"),
+    ("true", "True"),
+    ("false", "nul"),
+    (":", "::"),
+    (",", ",,"),
+    ('"', "'"),
+    ("[", "[" * 2000),
+    ("}", ""),
+]
+
+
+def mutate_bytes(data: bytes, rng: random.Random) -> bytes:
+    buf = bytearray(data)
+    for _ in range(rng.choice([1, 1, 2, 4, 8])):
+        op = rng.random()
+        if op < 0.25 and buf:
+            buf[rng.randrange(len(buf))] ^= 1 << rng.randrange(8)
+        elif op < 0.4 and buf:
+            buf[rng.randrange(len(buf))] = rng.randrange(256)
+        elif op < 0.55:
+            bad = rng.choice([b"\xff", b"\xc3\x28", b"\xed\xa0\x80", b"\x80", b"\xf4\x90\x80\x80", b"\x00", b"\xfe\xff"])
+            position = rng.randint(0, len(buf))
+            buf[position:position] = bad
+        elif op < 0.7 and buf:
+            del buf[rng.randrange(len(buf)) :]
+        elif op < 0.8 and buf:
+            start = rng.randrange(len(buf))
+            del buf[start : start + rng.randint(1, 16)]
+        elif op < 0.9 and buf:
+            start = rng.randrange(len(buf))
+            chunk = buf[start : start + rng.randint(1, 64)]
+            position = rng.randint(0, len(buf))
+            buf[position:position] = chunk
+        else:
+            old, new = rng.choice(TEXT_SUBSTITUTIONS)
+            text = bytes(buf)
+            index = text.find(old.encode())
+            if index >= 0:
+                buf[index : index + len(old)] = new.encode()
+    return bytes(buf)
+
+
+def json_input(tree: Any, rng: random.Random, seed_values: list[Any]) -> bytes:
+    """Bytes of a mutated JSON document: structure-level, text-level, or both."""
+    roll = rng.random()
+    if roll < 0.45:
+        return dumps(mutate_tree(tree, rng, seed_values), rng).encode("utf-8", "surrogatepass")
+    if roll < 0.55:
+        return duplicate_keys(mutate_tree(tree, rng, seed_values, 1) if rng.random() < 0.5 else tree, rng).encode(
+            "utf-8", "surrogatepass"
+        )
+    if roll < 0.6:
+        text = dumps(tree, rng)
+        cut = rng.randrange(len(text)) if text else 0
+        return (text[:cut] + deep_text(rng) + text[cut:]).encode()
+    if roll < 0.63:
+        return deep_text(rng).encode()
+    if roll < 0.67:
+        text = dumps(tree, rng)
+        return rng.choice([text.encode("utf-16"), b"\xef\xbb\xbf" + text.encode(), text.encode("latin-1", "replace")])
+    base = dumps(mutate_tree(tree, rng, seed_values) if rng.random() < 0.5 else tree, rng)
+    return mutate_bytes(base.encode("utf-8", "surrogatepass"), rng)
+
+
+def systematic_trees(tree: Any) -> Iterator[Any]:
+    """Every key path of `tree` set to every hostile value, and every key path deleted."""
+    for path in list(paths(tree)):
+        for value in HOSTILE:
+            yield set_path(copy.deepcopy(tree), path, copy.deepcopy(value))
+        mutated = copy.deepcopy(tree)
+        delete_path(mutated, path)
+        yield mutated
+
+
+# --------------------------------------------------------------------------------------------
+# Safetensors files
+# --------------------------------------------------------------------------------------------
+
+
+def file_bytes(header: bytes, data_size: int, rng: random.Random) -> bytes:
+    """A whole safetensors file around `header`, with a hostile length prefix or size now and then."""
+    header += b" " * (-len(header) % 8)
+    length = len(header)
+    roll = rng.random()
+    if roll < 0.5:
+        prefix_length = length
+    else:
+        prefix_length = rng.choice(
+            [
+                0,
+                1,
+                7,
+                length - 1,
+                length + 1,
+                length + 8,
+                length + data_size,
+                length + data_size + 1,
+                MAX_HEADER_BYTES,
+                MAX_HEADER_BYTES + 1,
+                2**63,
+                2**64 - 1,  # -1 as a signed length
+                2**64 - length,
+                rng.randrange(2**64),
+            ]
+        )
+        prefix_length %= 2**64
+    body = struct.pack("<Q", prefix_length) + header + bytes(data_size)
+    roll = rng.random()
+    if roll < 0.2:
+        body = body[: rng.randint(0, len(body))]
+    elif roll < 0.3:
+        body += bytes(rng.randint(1, 64))
+    elif roll < 0.4:
+        body = body[: rng.randint(0, 12)]
+    return body
+
+
+# --------------------------------------------------------------------------------------------
+# Running one input and classifying the outcome
+# --------------------------------------------------------------------------------------------
+
+
+class Traceback(Exception):
+    """An input broke a promise (unexpected exception, multi-line message, bad JSON document)."""
+
+
+@dataclass
+class Stats:
+    tried: Counter[str] = field(default_factory=Counter)
+    outcomes: Counter[str] = field(default_factory=Counter)
+    codes: Counter[str] = field(default_factory=Counter)
+    tracebacks: int = 0
+    crash_kinds: Counter[str] = field(default_factory=Counter)
+    slow: list[tuple[float, str]] = field(default_factory=list)
+    cli_runs: int = 0
+
+
+def one_line(text: str, what: str) -> None:
+    if "\n" in text or "\r" in text:
+        raise Traceback(f"{what} is not one line: {text[:200]!r}")
+
+
+def check_findings(findings: list[Any]) -> None:
+    for finding in findings:
+        one_line(finding.message, f"{finding.code} message")
+        one_line(finding.hint, f"{finding.code} hint")
+
+
+def render(report: Any, target: TargetSpec | None) -> None:
+    """The JSON document and the human report must both come out, strict JSON, valid UTF-8."""
+    from dflash_tools.cli.inspect_cmd import render_report
+
+    for include in (False, True):
+        document = report.to_dict(include_tensors=include)
+        json.dumps(document, ensure_ascii=False, allow_nan=False).encode("utf-8")
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        render_report(report, show_tensors=True, target_spec=target)
+    out.getvalue().encode("utf-8")
+
+
+def run_inspect(loaded: LoadedCheckpoint, target: TargetSpec | None, k: int | None, stats: Stats) -> str:
+    report = inspect_loaded(loaded, target=target, num_speculative_tokens=k)
+    check_findings(report.findings)
+    render(report, target)
+    for finding in report.findings:
+        stats.codes[finding.code] += 1
+    return "exit 1 (error findings)" if not report.ok else "exit 0"
+
+
+def target_for(tree: Any) -> TargetSpec | None:
+    try:
+        return target_from_config(tree, "target", "target/config.json") if isinstance(tree, dict) else None
+    except SourceError as exc:
+        one_line(exc.message, "target SourceError message")
+        return None
+
+
+def run_header(data: bytes, file_size: int | None) -> str:
+    try:
+        shard = parse_header(data, "model.safetensors", file_size)
+    except SafetensorsHeaderError as exc:
+        one_line(str(exc), "SafetensorsHeaderError")
+        return "DFT003 (header refused)"
+    for tensor in shard.tensors.values():
+        assert tensor.num_bytes >= 0
+    return "parsed"
+
+
+def run_file(path: Path) -> str:
+    try:
+        read_local_header(path)
+    except SafetensorsHeaderError as exc:
+        one_line(str(exc), "SafetensorsHeaderError")
+        return "DFT003 (header refused)"
+    return "parsed"
+
+
+def run_index(data: bytes) -> str:
+    loaded = LoadedCheckpoint(source="x", kind="local", location="x", config=None, config_text=None)
+    weight_map = parse_index(data, loaded)
+    check_findings(loaded.findings)
+    if weight_map is None:
+        return "DFT004 (index refused)"
+    return "parsed, DFT004 for some entries" if loaded.findings else "parsed"
+
+
+def run_config(
+    data: bytes, seed: Seed, target_tree: Any, k: int | None, stats: Stats, tensors: dict[str, Any]
+) -> str:
+    text = data.decode("utf-8") if _utf8(data) else None
+    if text is None:
+        return "DFT001 (not UTF-8)"
+    config, findings = parse_config_text(text, "config.json")
+    check_findings(findings)
+    if config is None:
+        stats.codes["DFT001"] += 1
+        return "DFT001 (not a JSON object)"
+    desc, read_findings = describe(config)
+    check_findings(read_findings)
+    loaded = LoadedCheckpoint(
+        source=seed.name, kind="local", location=seed.name, config=config, config_text=text, tensors=tensors
+    )
+    return run_inspect(loaded, target_for(target_tree), k, stats)
+
+
+def _utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def run_checkpoint(folder: Path, target: TargetSpec | None, k: int | None, stats: Stats) -> str:
+    try:
+        loaded = load_checkpoint(str(folder))
+    except SourceError as exc:
+        one_line(exc.message, "SourceError message")
+        one_line(exc.hint, "SourceError hint")
+        return "exit 2 (SourceError)"
+    check_findings(loaded.findings)
+    return run_inspect(loaded, target, k, stats)
+
+
+def run_cli(folder: Path, target_dir: Path | None) -> str:
+    from typer.testing import CliRunner
+
+    from dflash_tools.cli import app
+
+    runner = CliRunner()
+    outcomes = []
+    for extra in ([], ["--json"], ["--tensors"]):
+        args = ["inspect", str(folder), *extra]
+        if target_dir is not None:
+            args += ["--target", str(target_dir)]
+        result = runner.invoke(app, args)
+        if result.exception is not None and not isinstance(result.exception, SystemExit):
+            raise Traceback(f"CLI raised {type(result.exception).__name__}: {result.exception}")
+        if result.exit_code not in (0, 1, 2) or "internal error" in result.stderr:
+            raise Traceback(f"CLI exit {result.exit_code}: {result.stderr.strip()[:300]}")
+        if result.exit_code == 2:
+            lines = [line for line in result.stderr.splitlines() if line.strip()]
+            if not lines or not lines[0].startswith("error:") or len(lines) > 2:
+                raise Traceback(f"exit 2 without a one-line error: {result.stderr[:300]!r}")
+        if "--json" in extra and result.exit_code != 2:
+            json.loads(result.stdout)
+        outcomes.append(result.exit_code)
+    return f"cli exit {outcomes[0]}"
+
+
+# --------------------------------------------------------------------------------------------
+# Input generators: each yields (label, thunk) pairs; the thunk runs the input
+# --------------------------------------------------------------------------------------------
+
+Thunk = Callable[[], str]
+
+
+class Campaign:
+    def __init__(self, rng: random.Random, workdir: Path, stats: Stats) -> None:
+        self.rng = rng
+        self.workdir = workdir
+        self.stats = stats
+        self.seeds = build_seeds()
+        self.tiny_seeds = [s for s in self.seeds if s.spec.hidden_size <= 64]
+        self.seed_values = [v for s in self.seeds for v in leaves(s.config)]
+        self.headers = {s.name: header_json(s.tensors, {"format": "pt"}) for s in self.seeds}
+        self.tensor_tables = {}
+        for seed in self.seeds:
+            shard = parse_header(json.dumps(self.headers[seed.name]).encode(), "model.safetensors")
+            self.tensor_tables[seed.name] = shard.tensors
+        self.targets = [testing.make_target_config(s.spec) for s in self.tiny_seeds] + [
+            testing.make_target_config(testing.TINY, multimodal=True)
+        ]
+        self.checkpoints_run = 0
+
+    # -- targets -----------------------------------------------------------------------------
+
+    def header(self, tree: Any | None = None) -> Thunk:
+        rng = self.rng
+        seed = rng.choice(self.seeds)
+        if tree is None:
+            data = json_input(self.headers[seed.name], rng, self.seed_values)
+        else:
+            data = dumps(tree, rng).encode("utf-8", "surrogatepass")
+        true_size = 8 + len(data) + sum(t.num_bytes for t in self.tensor_tables[seed.name].values())
+        file_size = rng.choice([None, true_size, true_size + rng.randint(-64, 64), 0, 2**64])
+        return lambda: run_header(data, file_size)
+
+    def file(self) -> Thunk:
+        rng = self.rng
+        seed = rng.choice(self.tiny_seeds)
+        header = json_input(self.headers[seed.name], rng, self.seed_values) if rng.random() < 0.5 else None
+        if header is None:
+            header = json.dumps(self.headers[seed.name]).encode()
+        data_size = sum(t.num_bytes for t in self.tensor_tables[seed.name].values())
+        body = file_bytes(header, data_size, rng)
+        if rng.random() < 0.2:
+            body = mutate_bytes(body, rng)
+        path = self.workdir / "file.safetensors"
+
+        def thunk() -> str:
+            path.write_bytes(body)
+            return run_file(path)
+
+        return thunk
+
+    def index(self, tree: Any | None = None) -> Thunk:
+        rng = self.rng
+        seed = rng.choice(self.seeds)
+        base = index_json(seed.tensors, rng.choice([2, 3]))
+        if tree is None:
+            data = json_input(base, rng, [*self.seed_values, "../x.safetensors", "/etc/passwd", "a\\b", "C:x"])
+        else:
+            data = dumps(tree, rng).encode("utf-8", "surrogatepass")
+        return lambda: run_index(data)
+
+    def config(self, seed: Seed | None = None, tree: Any | None = None) -> Thunk:
+        rng = self.rng
+        seed = seed or rng.choice(self.seeds)
+        if tree is None:
+            data = json_input(seed.config, rng, self.seed_values)
+        else:
+            data = dumps(tree, rng).encode("utf-8", "surrogatepass")
+        target_tree: Any = None
+        if rng.random() < 0.5:
+            target_tree = rng.choice(self.targets)
+            if rng.random() < 0.5:
+                target_tree = mutate_tree(target_tree, rng, self.seed_values)
+        k = rng.choice([None, None, 1, 7, 8, 16, 10**6])
+        tensors = self.tensor_tables[seed.name]
+        return lambda: run_config(data, seed, target_tree, k, self.stats, tensors)
+
+    def checkpoint(self) -> Thunk:
+        rng = self.rng
+        seed = rng.choice(self.tiny_seeds)
+        folder = self.workdir / "ckpt"
+        target_dir = self.workdir / "target"
+        shards = rng.choice([1, 1, 2, 3])
+        plan: list[str] = rng.sample(
+            ["config", "index", "shard", "fs", "none"], k=rng.choice([1, 1, 2, 3])
+        )
+        config_bytes = json_input(seed.config, rng, self.seed_values) if "config" in plan else None
+        index_tree = index_json(seed.tensors, shards) if shards > 1 else None
+        index_bytes = (
+            json_input(index_tree, rng, [*self.seed_values, "../x.safetensors", "/etc/passwd"])
+            if "index" in plan and index_tree is not None
+            else None
+        )
+        shard_choice = rng.randrange(shards)
+        shard_mutation = rng.random()
+        fs_trick = rng.choice(
+            ["dir", "symlink-out", "dev-zero", "dev-urandom", "dangling", "empty", "huge-length", "config-dir"]
+        )
+        target_tree = rng.choice(self.targets) if rng.random() < 0.3 else None
+        if target_tree is not None and rng.random() < 0.5:
+            target_tree = mutate_tree(target_tree, rng, self.seed_values)
+        k = rng.choice([None, None, 7, 8])
+        self.checkpoints_run += 1
+        with_cli = self.checkpoints_run % CLI_EVERY == 0
+
+        def thunk() -> str:
+            if folder.exists():
+                shutil.rmtree(folder)
+            testing.write_checkpoint(folder, seed.dialect, seed.spec, shards=shards, config=seed.config)
+            if config_bytes is not None:
+                (folder / "config.json").write_bytes(config_bytes)
+            if index_bytes is not None:
+                (folder / INDEX_NAME).write_bytes(index_bytes)
+            shard_files = sorted(folder.glob("*.safetensors"))
+            if "shard" in plan and shard_files:
+                victim = shard_files[shard_choice % len(shard_files)]
+                raw = victim.read_bytes()
+                header_length = int.from_bytes(raw[:8], "little")
+                if shard_mutation < 0.5:
+                    tree = json.loads(raw[8 : 8 + header_length])
+                    new_header = json_input(tree, random.Random(shard_mutation), self.seed_values)
+                    raw = file_bytes(new_header, len(raw) - 8 - header_length, random.Random(shard_mutation))
+                else:
+                    raw = mutate_bytes(raw, random.Random(shard_mutation))
+                victim.write_bytes(raw)
+            if "fs" in plan and shard_files:
+                victim = shard_files[shard_choice % len(shard_files)]
+                apply_fs_trick(fs_trick, victim, folder, self.workdir)
+            target: TargetSpec | None = None
+            if target_tree is not None:
+                target = target_for(target_tree)
+                if with_cli:
+                    target_dir.mkdir(exist_ok=True)
+                    (target_dir / "config.json").write_text(json.dumps(target_tree, allow_nan=True), "utf-8", "surrogatepass")
+            outcome = run_checkpoint(folder, target, k, self.stats)
+            if with_cli:
+                self.stats.cli_runs += 1
+                run_cli(folder, target_dir if target_tree is not None else None)
+            return outcome
+
+        return thunk
+
+
+def apply_fs_trick(trick: str, victim: Path, folder: Path, workdir: Path) -> None:
+    victim.unlink()
+    if trick == "dir":
+        victim.mkdir()
+    elif trick == "symlink-out":
+        outside = workdir / "outside.safetensors"
+        outside.write_bytes(struct.pack("<Q", 2) + b"{}")
+        victim.symlink_to(outside)
+    elif trick == "dev-zero":
+        victim.symlink_to("/dev/zero")
+    elif trick == "dev-urandom":
+        victim.symlink_to("/dev/urandom")
+    elif trick == "dangling":
+        victim.symlink_to(folder / "nowhere")
+    elif trick == "empty":
+        victim.write_bytes(b"")
+    elif trick == "huge-length":
+        victim.write_bytes(struct.pack("<Q", 2**64 - 1) + b"{}")
+    elif trick == "config-dir":
+        victim.write_bytes(b"")
+        (folder / "config.json").unlink()
+        (folder / "config.json").mkdir()
+
+
+# --------------------------------------------------------------------------------------------
+# Driver
+# --------------------------------------------------------------------------------------------
+
+
+class _Hang(Exception):
+    pass
+
+
+def _alarm(_signum: int, _frame: Any) -> None:
+    raise _Hang()
+
+
+def execute(label: str, thunk: Thunk, stats: Stats, crash_dir: Path, counter: int) -> None:
+    stats.tried[label] += 1
+    started = time.perf_counter()
+    signal.setitimer(signal.ITIMER_REAL, HANG_SECONDS)
+    try:
+        outcome = thunk()
+    except _Hang:
+        outcome = None
+        record_crash(stats, crash_dir, label, counter, f"hang: no answer within {HANG_SECONDS} s")
+    except Exception as exc:
+        outcome = None
+        kind = "broken promise" if isinstance(exc, Traceback) else type(exc).__name__
+        record_crash(stats, crash_dir, label, counter, traceback.format_exc(), kind)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+    elapsed = time.perf_counter() - started
+    if elapsed > SLOW_SECONDS:
+        stats.slow.append((elapsed, f"{label} #{counter}"))
+    if outcome is not None:
+        stats.outcomes[f"{label}: {outcome}"] += 1
+
+
+def record_crash(stats: Stats, crash_dir: Path, label: str, counter: int, text: str, kind: str = "hang") -> None:
+    stats.tracebacks += 1
+    stats.crash_kinds[f"{label}: {kind}"] += 1
+    crash_dir.mkdir(parents=True, exist_ok=True)
+    if stats.crash_kinds[f"{label}: {kind}"] <= 5:
+        (crash_dir / f"{label}-{counter}.txt").write_text(text, "utf-8", "backslashreplace")
+        work = crash_dir.parent / "work"
+        if work.is_dir():
+            with contextlib.suppress(OSError):
+                shutil.copytree(work, crash_dir / f"{label}-{counter}-files", symlinks=True)
+
+
+def plan_inputs(campaign: Campaign, total: int, systematic: bool) -> Iterator[tuple[str, Thunk]]:
+    """The systematic pass (every key path x every hostile value, per dialect) then random inputs."""
+    produced = 0
+    rng = campaign.rng
+    if systematic:
+        for seed in campaign.tiny_seeds:
+            for tree in systematic_trees(seed.config):
+                if produced >= total:
+                    return
+                produced += 1
+                yield "config", campaign.config(seed, tree)
+        first = campaign.seeds[0]
+        for tree in systematic_trees(campaign.headers[first.name]):
+            if produced >= total:
+                return
+            produced += 1
+            yield "header", campaign.header(tree)
+        for tree in systematic_trees(index_json(first.tensors, 2)):
+            if produced >= total:
+                return
+            produced += 1
+            yield "index", campaign.index(tree)
+    labels = list(WEIGHTS)
+    weights = [WEIGHTS[label] for label in labels]
+    while produced < total:
+        label = rng.choices(labels, weights)[0]
+        produced += 1
+        yield label, getattr(campaign, label)()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--inputs", type=int, default=100_000, help="number of inputs (default 100000)")
+    parser.add_argument("--quick", action="store_true", help="3000 inputs, random only: the CI run")
+    parser.add_argument("--seed", type=int, default=20260601)
+    parser.add_argument("--crash-dir", type=Path, default=None, help="where failing inputs go")
+    parser.add_argument("--json", action="store_true", help="also print the figures as one JSON document")
+    args = parser.parse_args(argv)
+    total = 3000 if args.quick else args.inputs
+
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 1000))
+    signal.signal(signal.SIGALRM, _alarm)
+    base = Path(tempfile.mkdtemp(prefix="dflash-fuzz-", dir="/dev/shm" if Path("/dev/shm").is_dir() else None))
+    workdir = base / "work"
+    workdir.mkdir()
+    crash_dir = args.crash_dir or base / "crashes"
+    stats = Stats()
+    campaign = Campaign(random.Random(args.seed), workdir, stats)
+    started = time.perf_counter()
+    try:
+        for counter, (label, thunk) in enumerate(plan_inputs(campaign, total, systematic=not args.quick), 1):
+            execute(label, thunk, stats, crash_dir, counter)
+            if counter % 10_000 == 0:
+                print(
+                    f"  {counter} inputs, {stats.tracebacks} tracebacks, {time.perf_counter() - started:.0f} s",
+                    file=sys.stderr,
+                    flush=True,
+                )
+    finally:
+        if stats.tracebacks == 0:
+            shutil.rmtree(base, ignore_errors=True)
+    elapsed = time.perf_counter() - started
+    print_report(stats, elapsed, args.seed, crash_dir if stats.tracebacks else None)
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "inputs": sum(stats.tried.values()),
+                    "tracebacks": stats.tracebacks,
+                    "seconds": round(elapsed, 1),
+                    "by_target": dict(stats.tried),
+                    "outcomes": dict(stats.outcomes),
+                    "finding_codes": dict(stats.codes),
+                    "cli_runs": stats.cli_runs,
+                    "seed": args.seed,
+                }
+            )
+        )
+    return 1 if stats.tracebacks else 0
+
+
+def print_report(stats: Stats, elapsed: float, seed: int, crash_dir: Path | None) -> None:
+    total = sum(stats.tried.values())
+    print(f"fuzz campaign (seed {seed}): {total:,} inputs in {elapsed:.1f} s ({total / max(elapsed, 1e-9):,.0f}/s)")
+    print("inputs by parser: " + ", ".join(f"{k} {v:,}" for k, v in sorted(stats.tried.items())))
+    print(f"real CLI runs (human, --json, --tensors each): {stats.cli_runs:,}")
+    print(f"tracebacks: {stats.tracebacks}")
+    for kind, count in stats.crash_kinds.most_common():
+        print(f"  {kind}: {count}")
+    if crash_dir is not None:
+        print(f"  failing inputs saved under {crash_dir}")
+    print("outcomes:")
+    for outcome, count in sorted(stats.outcomes.items()):
+        print(f"  {outcome}: {count:,}")
+    print("finding codes raised: " + ", ".join(f"{k} {v:,}" for k, v in sorted(stats.codes.items())))
+    if stats.slow:
+        worst = sorted(stats.slow, reverse=True)[:5]
+        print("slowest inputs (> 2 s): " + ", ".join(f"{what} {seconds:.1f} s" for seconds, what in worst))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
