@@ -58,7 +58,17 @@ from dflash_tools.geometry import (
 )
 from dflash_tools.inspect import InspectReport, inspect_loaded
 from dflash_tools.repack import TensorEdits, plan_repack, rewrite_index, write_repacked
-from dflash_tools.source import CONFIG_NAME, INDEX_NAME, LoadedCheckpoint, load_checkpoint, load_local
+from dflash_tools.safetensors_header import read_local_header
+from dflash_tools.source import (
+    CONFIG_NAME,
+    INDEX_NAME,
+    LoadedCheckpoint,
+    add_shard,
+    check_index_against_shards,
+    load_checkpoint,
+    load_local,
+    read_index,
+)
 from dflash_tools.target import TargetSpec, load_target
 from dflash_tools.tensors import Requirement, expected_tensors
 
@@ -231,9 +241,7 @@ class ConvertResult:
     @property
     def weight_bytes_copied(self) -> int:
         """Bytes of tensor data written (copies and repacks of .safetensors files)."""
-        return sum(
-            f.bytes for f in self.files if f.action in ("copy", "repack") and f.path.endswith(".safetensors")
-        )
+        return sum(f.bytes for f in self.files if f.action in ("copy", "repack") and f.path.endswith(".safetensors"))
 
     @property
     def bytes_linked(self) -> int:
@@ -302,12 +310,13 @@ def plan_conversion(
         raise UsageError(f"--to {to}: expected one of {', '.join(TARGET_FAMILIES)}", "drop --to to keep the dialect")
     if block_size is not None and block_size < 1:
         raise UsageError(f"--block-size {block_size}: must be a positive integer", "pass the trained block size")
-    loaded = source if isinstance(source, LoadedCheckpoint) else load_checkpoint(
-        source, revision=revision, token=token, timeout=timeout
+    loaded = (
+        source
+        if isinstance(source, LoadedCheckpoint)
+        else load_checkpoint(source, revision=revision, token=token, timeout=timeout)
     )
-    target_spec = (
-        load_target(target, token=token, timeout=timeout) if isinstance(target, str) else target
-    )
+    loaded = _follow_cache_links(loaded)
+    target_spec = load_target(target, token=token, timeout=timeout) if isinstance(target, str) else target
     before = inspect_loaded(loaded, target=target_spec)
     name = loaded.source
     if loaded.config is None:
@@ -328,7 +337,9 @@ def plan_conversion(
 
     decisions: list[Decision] = []
     warnings: list[str] = []
-    geometry = decide_geometry(desc, block_size, sample_from_anchor, force=force, decisions=decisions, warnings=warnings)
+    geometry = decide_geometry(
+        desc, block_size, sample_from_anchor, force=force, decisions=decisions, warnings=warnings
+    )
 
     if not cross:
         config = dialects.normalize(desc, geometry)
@@ -359,6 +370,14 @@ def plan_conversion(
     if not loaded.weights_inspected:
         warnings.append("weights were not inspected (no safetensors headers): only config.json is converted")
     return plan
+
+
+def _follow_cache_links(loaded: LoadedCheckpoint) -> LoadedCheckpoint:
+    """A local Hugging Face snapshot folder, with its blob links read through (see load_following_links)."""
+    folder = loaded.local_dir
+    if loaded.kind != "local" or folder is None or not Path(loaded.location).is_dir() or not in_hf_cache(folder):
+        return loaded
+    return load_following_links(folder, loaded.source)
 
 
 def _describe(config: dict[str, Any]) -> tuple[DraftDescription | None, str]:
@@ -425,9 +444,7 @@ def decide_geometry(
                 if tokens == block and not sfa
                 else "it must equal the trained K_max"
             )
-            decisions.append(
-                Decision(key, k_max, "fixed", f"{key}: {json.dumps(tokens)} -> {k_max} ({why})")
-            )
+            decisions.append(Decision(key, k_max, "fixed", f"{key}: {json.dumps(tokens)} -> {k_max} ({why})"))
     if family == "open-spec" and proposals and proposals[0] != k_max:
         decisions.append(
             Decision(
@@ -553,7 +570,12 @@ def _decide_sfa(
             )
         replaced = f" (replaces {_fmt(values)})" if values and set(map(repr, values.values())) != {repr(flag)} else ""
         decisions.append(
-            Decision("sample_from_anchor", flag, "flag", f"sample_from_anchor = {str(flag).lower()} from {_sfa_flag(flag)}{replaced}")
+            Decision(
+                "sample_from_anchor",
+                flag,
+                "flag",
+                f"sample_from_anchor = {str(flag).lower()} from {_sfa_flag(flag)}{replaced}",
+            )
         )
         proposals = [p for p in (desc.proposal_speculative_tokens or []) if _positive_int(p)]
         evidence = family == "speculators" and not booleans and block is not None and bool(proposals)
@@ -677,7 +699,9 @@ def _fill_missing_verifier(config: dict[str, Any], target: TargetSpec, decisions
         return
     spec["verifier"] = _verifier_record(target)
     decisions.append(
-        Decision("speculators_config.verifier", target.source, "flag", f"verifier recorded from --target {target.source}")
+        Decision(
+            "speculators_config.verifier", target.source, "flag", f"verifier recorded from --target {target.source}"
+        )
     )
 
 
@@ -713,10 +737,19 @@ def _render_cross(
     )
     if base is not None:
         decisions.append(
-            Decision(RESTORE_KEY, None, "mapped", f"restored the original {record_dialect} config kept by an earlier conversion")
+            Decision(
+                RESTORE_KEY,
+                None,
+                "mapped",
+                f"restored the original {record_dialect} config kept by an earlier conversion",
+            )
         )
     else:
-        config[RESTORE_KEY] = {"dialect": desc.dialect.value, "written_by": f"dflash-tools {__version__}", "config": stripped}
+        config[RESTORE_KEY] = {
+            "dialect": desc.dialect.value,
+            "written_by": f"dflash-tools {__version__}",
+            "config": stripped,
+        }
         decisions.append(
             Decision(
                 RESTORE_KEY,
@@ -737,9 +770,18 @@ def _render_cross(
     )
     if destination == "speculators":
         non_causal = desc.is_causal is False
-        origin = "is_causal: false" if desc.is_causal is False else "no is_causal (sliding layers causal, full layers bidirectional)"
+        origin = (
+            "is_causal: false"
+            if desc.is_causal is False
+            else "no is_causal (sliding layers causal, full layers bidirectional)"
+        )
         decisions.append(
-            Decision("sliding_window_non_causal", non_causal, "mapped", f"sliding_window_non_causal = {str(non_causal).lower()} from z-lab {origin}")
+            Decision(
+                "sliding_window_non_causal",
+                non_causal,
+                "mapped",
+                f"sliding_window_non_causal = {str(non_causal).lower()} from z-lab {origin}",
+            )
         )
         layer_types = desc.decoder.layer_types
         if not non_causal and (layer_types is None or "full_attention" in layer_types):
@@ -750,22 +792,38 @@ def _render_cross(
         if target is None:
             warnings.append("no --target: speculators_config.verifier is left empty; pass --target to record it")
         else:
-            decisions.append(Decision("speculators_config.verifier", target.source, "flag", f"verifier recorded from --target {target.source}"))
+            decisions.append(
+                Decision(
+                    "speculators_config.verifier",
+                    target.source,
+                    "flag",
+                    f"verifier recorded from --target {target.source}",
+                )
+            )
     else:
         non_causal = speculators_dialect.sliding_window_non_causal(desc)
-        how = "explicit" if desc.sliding_window_non_causal is not None else f"speculators {desc.algorithm.value} default"
+        how = (
+            "explicit" if desc.sliding_window_non_causal is not None else f"speculators {desc.algorithm.value} default"
+        )
         decisions.append(
             Decision(
                 "is_causal",
                 False if non_causal else None,
                 "mapped",
                 f"sliding_window_non_causal = {str(non_causal).lower()} ({how}) -> "
-                + ("is_causal: false (every layer bidirectional)" if non_causal else "no is_causal (per-layer default)"),
+                + (
+                    "is_causal: false (every layer bidirectional)" if non_causal else "no is_causal (per-layer default)"
+                ),
             )
         )
         if target is not None:
             decisions.append(
-                Decision("num_target_layers", target.num_hidden_layers, "flag", f"num_target_layers from --target {target.source}")
+                Decision(
+                    "num_target_layers",
+                    target.num_hidden_layers,
+                    "flag",
+                    f"num_target_layers from --target {target.source}",
+                )
             )
     return config
 
@@ -779,12 +837,22 @@ def _tensor_changes(
     for name, tensor in loaded.tensors.items():
         if name.startswith("verifier_"):
             changes.append(
-                TensorChange(name, "drop", tensor.file, "verifier-owned tensor from an older speculators save; vLLM cannot load it")
+                TensorChange(
+                    name,
+                    "drop",
+                    tensor.file,
+                    "verifier-owned tensor from an older speculators save; vLLM cannot load it",
+                )
             )
             continue
         if cross and destination == "zlab" and name == "embed_tokens.weight":
             changes.append(
-                TensorChange(name, "drop", tensor.file, "z-lab drafts use the target's embeddings; older speculators saves carried a copy")
+                TensorChange(
+                    name,
+                    "drop",
+                    tensor.file,
+                    "z-lab drafts use the target's embeddings; older speculators saves carried a copy",
+                )
             )
             continue
         for prefix in _TENSOR_PREFIXES:
@@ -793,7 +861,13 @@ def _tensor_changes(
                 if stripped in expected and stripped not in taken:
                     taken.add(stripped)
                     changes.append(
-                        TensorChange(name, "rename", tensor.file, f"DFlash loaders expect un-prefixed names (no {prefix!r})", stripped)
+                        TensorChange(
+                            name,
+                            "rename",
+                            tensor.file,
+                            f"DFlash loaders expect un-prefixed names (no {prefix!r})",
+                            stripped,
+                        )
                     )
                 break
     return changes
@@ -856,11 +930,19 @@ def convert_checkpoint(
         raise UsageError("--in-place and -o/--output exclude each other", "pass one of them")
     if not in_place and output is None and not dry_run:
         raise UsageError("no output given", "pass -o OUT (a new folder), --in-place, --dry-run or --check")
-    loaded = load_checkpoint(source, revision=revision, token=token, timeout=timeout)
-    _require_folder(loaded)
+    loaded = _follow_cache_links(load_checkpoint(source, revision=revision, token=token, timeout=timeout))
+    if not dry_run:
+        # A plan (--dry-run, --check) works on a lone config.json too; writing needs the folder.
+        _require_folder(loaded)
     plan = plan_conversion(
-        loaded, to=to, block_size=block_size, sample_from_anchor=sample_from_anchor, target=target, force=force,
-        token=token, timeout=timeout,
+        loaded,
+        to=to,
+        block_size=block_size,
+        sample_from_anchor=sample_from_anchor,
+        target=target,
+        force=force,
+        token=token,
+        timeout=timeout,
     )
     destination: Path | None
     if in_place:
@@ -938,7 +1020,9 @@ def _check_in_place(loaded: LoadedCheckpoint, plan: ConvertPlan, *, backup: bool
             "pass -o OUT to write a converted copy (and --push-to-hub to propose it upstream)",
         )
     if loaded.kind == "example" or loaded.local_dir is None:
-        raise UsageError(f"--in-place on {loaded.source}: not a folder of yours", "pass -o OUT to write a converted copy")
+        raise UsageError(
+            f"--in-place on {loaded.source}: not a folder of yours", "pass -o OUT to write a converted copy"
+        )
     folder = loaded.local_dir.absolute()
     if in_hf_cache(folder):
         raise UsageError(
@@ -997,15 +1081,14 @@ def _local_checkpoint(loaded: LoadedCheckpoint, *, token: str | None) -> LoadedC
     if loaded.kind != "hub":
         return loaded
     try:
-        from huggingface_hub import snapshot_download
-
-        folder = snapshot_download(loaded.source, revision=loaded.commit or loaded.revision, token=token)
+        folder = _download_snapshot(loaded.source, loaded.commit or loaded.revision, token)
     except Exception as exc:
         raise SourceError(
             f"{loaded.location}: downloading the checkpoint failed: {type(exc).__name__}: {_one_line(str(exc))}",
             "check the network (or HF_HUB_OFFLINE with a complete cached snapshot) and run again",
         ) from None
-    local = load_local(Path(folder), source=loaded.source)
+    # Snapshot files are links into the cache's blobs: read them through the links.
+    local = load_following_links(folder, loaded.source)
     local.kind = "hub"
     if set(local.tensors) != set(loaded.tensors) or local.config != loaded.config:
         raise OperationError(
@@ -1013,6 +1096,26 @@ def _local_checkpoint(loaded: LoadedCheckpoint, *, token: str | None) -> LoadedC
             "the repo changed while converting: run convert again",
         )
     return local
+
+
+def _download_snapshot(repo_id: str, revision: str | None, token: str | None) -> Path:
+    """Every file of the revision, in the Hugging Face cache; returns the snapshot folder."""
+    from huggingface_hub import HfApi, constants, hf_hub_download, snapshot_download
+
+    if constants.HF_HUB_OFFLINE:
+        return Path(snapshot_download(repo_id, revision=revision, token=token, local_files_only=True))
+    info = HfApi(token=token).model_info(repo_id, revision=revision, token=token)
+    pinned = info.sha or revision
+    names = sorted(s.rfilename for s in info.siblings or [])
+    if CONFIG_NAME not in names:
+        names.append(CONFIG_NAME)
+    snapshot: Path | None = None
+    for name in names:
+        path = Path(hf_hub_download(repo_id, name, revision=pinned, token=token))
+        if name == CONFIG_NAME:
+            snapshot = path.parent
+    assert snapshot is not None
+    return snapshot
 
 
 def _one_line(text: str, limit: int = 240) -> str:
@@ -1039,17 +1142,13 @@ def _file_mode(path: Path) -> int:
     return stat.S_IMODE(path.stat().st_mode)
 
 
-def _build(
-    plan: ConvertPlan, local: LoadedCheckpoint, stage: Path, mode: LinkMode, result: ConvertResult
-) -> None:
+def _build(plan: ConvertPlan, local: LoadedCheckpoint, stage: Path, mode: LinkMode, result: ConvertResult) -> None:
     """Fill `stage` with the converted checkpoint (nothing outside it is written)."""
     assert local.local_dir is not None
     source_dir = local.local_dir
     edits = plan.edits
     shards = {s.file: s for s in local.shards}
-    removed_bytes = sum(
-        t.num_bytes for s in local.shards for n, t in s.tensors.items() if n in edits.drop
-    )
+    removed_bytes = sum(t.num_bytes for s in local.shards for n, t in s.tensors.items() if n in edits.drop)
     fallback_noted = False
     pause_point("staged")
     for relative in _source_files(source_dir):
@@ -1097,10 +1196,48 @@ def _build(
     pause_point("built")
 
 
-def _verify(plan: ConvertPlan, stage: Path, shown_as: Path) -> tuple[InspectReport, list[Finding]]:
-    staged = load_local(stage, source=str(shown_as))
+def _verify(
+    plan: ConvertPlan, stage: Path, shown_as: Path, symlinked: set[str] | None = None
+) -> tuple[InspectReport, list[Finding]]:
+    staged = _load_staged(stage, shown_as, symlinked or set())
     after = inspect_loaded(staged, target=plan.target)
     return after, new_error_findings(plan.before.findings, after.findings)
+
+
+def _load_staged(stage: Path, shown_as: Path, symlinked: set[str]) -> LoadedCheckpoint:
+    """The staged output as inspect reads it, except that files this run symlinked are read through.
+
+    `inspect` reports any weight file that resolves outside its folder (DFT004) and skips it; with
+    `--link-mode symlink` that is every unchanged shard, by request, so the verification reads
+    those headers through the link and judges the content.
+    """
+    return load_following_links(stage, str(shown_as), symlinked)
+
+
+def load_following_links(folder: Path, source: str, linked: set[str] | None = None) -> LoadedCheckpoint:
+    """`load_local`, reading the shards that are symlinks out of the folder through their links.
+
+    `linked` names the files to follow (None: every symlinked file), for folders whose links are
+    known to be sound: a cache snapshot this run downloaded, or links this run made.
+    """
+    loaded = load_local(folder, source=source)
+    if linked is None:
+        linked = {p.name for p in folder.iterdir() if p.is_symlink()}
+    if not linked:
+        return loaded
+    loaded.findings = [f for f in loaded.findings if not (f.code == "DFT004" and f.file in linked)]
+    have = {s.file for s in loaded.shards}
+    reread = sorted(n for n in linked if n.endswith(".safetensors") and n not in have and (folder / n).is_file())
+    for name in reread:
+        add_shard(loaded, lambda name=name: read_local_header(folder / name, name))
+    if reread:
+        loaded.weights_inspected = True
+        loaded.findings = [f for f in loaded.findings if f.code != "DFT005"]
+        if (folder / INDEX_NAME).is_file():
+            weight_map = read_index(folder, LoadedCheckpoint(source, "local", str(folder), None, None))
+            if weight_map is not None:
+                check_index_against_shards(loaded, weight_map, set())
+    return loaded
 
 
 def new_error_findings(before: list[Finding], after: list[Finding]) -> list[Finding]:
@@ -1134,7 +1271,13 @@ def _run_to_output(
     stage = make_staging_dir(destination)
     with cleanup_on_error(stage):
         _build(plan, local, stage, mode, result)
-        after, new_errors = _verify(plan, stage, destination)
+        symlinked = {f.path for f in result.files if f.action == "symlink"}
+        if symlinked:
+            result.notes.append(
+                "symlinked weights point outside OUT: `dflash-tools inspect` reports them as DFT004; "
+                "use --link-mode hardlink or copy for a self-contained checkpoint"
+            )
+        after, new_errors = _verify(plan, stage, destination, symlinked)
         if new_errors:
             raise _refuse_unverified(new_errors)
         pause_point("verified")
@@ -1150,11 +1293,14 @@ def _run_to_output(
 def _run_in_place(
     plan: ConvertPlan, local: LoadedCheckpoint, folder: Path, result: ConvertResult, *, backup: bool
 ) -> None:
-    """Build and verify beside the folder, then replace only the changed files, one atomic rename each.
+    """Build and verify beside the folder, then swap in only the changed files, atomically each.
 
-    Order: weights, then the index, then config.json, so a reader never sees a config that
-    promises tensors the weights do not yet hold. Each replaced file keeps its original as
-    `NAME.bak` (a hard link: no copy) unless `backup` is False.
+    Every intermediate state is a consistent checkpoint. Weights change before config.json (the
+    tensors convert drops are optional or unloadable ones, so the old config still describes the
+    new weights). With a shard index, repacked shards first go in under temporary names that only
+    the (atomically replaced) index points to, and take their real names back while both names
+    hold the new bytes. Each replaced file keeps its original as `NAME.bak` (a hard link: no
+    copy) unless `backup` is False.
     """
     stage = make_staging_dir(folder)
     with cleanup_on_error(stage):
@@ -1165,31 +1311,82 @@ def _run_in_place(
             raise _refuse_unverified(new_errors)
         pause_point("verified")
         changed = [f for f in result.files if f.action in ("write", "repack", "omit")]
-        order = {"repack": 0, "omit": 0}
-        changed.sort(key=lambda f: (order.get(f.action, 1), f.path == CONFIG_NAME))
-        for record in changed:
-            target = folder / record.path
-            if backup:
-                backup_path = target.with_name(target.name + BACKUP_SUFFIX)
-                if backup_path.exists() or backup_path.is_symlink():
-                    backup_path.unlink()
-                try:
-                    os.link(target, backup_path)
-                except OSError:
-                    atomic_write_bytes_from(target, backup_path)
-                result.backups.append(backup_path)
-            pause_point("backed-up")
-            if record.action == "omit":
-                target.unlink()
-            else:
-                (stage / record.path).replace(target)
-            fsync_dir(target.parent)
+        if backup:
+            for record in changed:
+                result.backups.append(_backup(folder / record.path))
+        pause_point("backed-up")
+        shards = [f for f in changed if f.path.endswith(".safetensors")]
+        index = next((f for f in changed if f.path == INDEX_NAME), None)
+        config = next((f for f in changed if f.path == CONFIG_NAME), None)
+        if index is not None and shards:
+            _swap_indexed_shards(stage, folder, shards)
+        else:
+            for record in shards:
+                _swap(stage, folder, record)
             pause_point("replaced")
+            if index is not None:
+                _swap(stage, folder, index)
+        if config is not None:
+            _swap(stage, folder, config)
+        pause_point("config-replaced")
     remove_tree(stage)
     after.loaded.location = str(folder)
     result.after = after
     result.written = True
     result.files = [f for f in result.files if f.action in ("write", "repack", "omit")]
+
+
+def _backup(target: Path) -> Path:
+    backup_path = target.with_name(target.name + BACKUP_SUFFIX)
+    if backup_path.exists() or backup_path.is_symlink():
+        backup_path.unlink()
+    try:
+        os.link(target, backup_path)
+    except OSError:
+        atomic_write_bytes_from(target, backup_path)
+    return backup_path
+
+
+def _swap(stage: Path, folder: Path, record: FileRecord) -> None:
+    target = folder / record.path
+    if record.action == "omit":
+        target.unlink()
+    else:
+        (stage / record.path).replace(target)
+    fsync_dir(target.parent)
+
+
+def _swap_indexed_shards(stage: Path, folder: Path, shards: list[FileRecord]) -> None:
+    """Replace indexed shards so that the index always names files holding what it promises."""
+    final_text = (stage / INDEX_NAME).read_text(encoding="utf-8")
+    final = json.loads(final_text)
+    temporary = {
+        r.path: f"{Path(r.path).stem}.dflash-tools-new{Path(r.path).suffix}" for r in shards if r.action == "repack"
+    }
+    for name, temp in temporary.items():
+        (stage / name).replace(folder / temp)
+    fsync_dir(folder)
+    interim = dict(final)
+    weight_map = final.get("weight_map")
+    if isinstance(weight_map, dict):
+        interim["weight_map"] = {k: temporary.get(v, v) for k, v in weight_map.items()}
+    # The commit point for the weights: from here on the index names only new shards.
+    atomic_write_text(folder / INDEX_NAME, dumps_like(interim, final_text))
+    pause_point("replaced")
+    for name, temp in temporary.items():
+        link = folder / f".{name}.dflash-tools-link"
+        link.unlink(missing_ok=True)
+        os.link(folder / temp, link)
+        link.replace(folder / name)
+    fsync_dir(folder)
+    pause_point("renamed")
+    atomic_write_text(folder / INDEX_NAME, final_text)
+    for temp in temporary.values():
+        (folder / temp).unlink()
+    for record in shards:
+        if record.action == "omit":
+            (folder / record.path).unlink()
+    fsync_dir(folder)
 
 
 def atomic_write_bytes_from(source: Path, destination: Path) -> None:

@@ -276,8 +276,14 @@ def _emit_object(value: dict[str, Any], node: _Node, text: str, style: JsonStyle
     multiline = "\n" in lead
     child_indent = lead.rsplit("\n", 1)[1] if multiline else None
     by_key = {key: (span, child) for key, span, child in node.members}
+    keys = list(value)
+    original_keys = [key for key, _, _ in node.members]
+    if len(original_keys) > 2 and original_keys == sorted(original_keys):
+        # A file written with sorted keys (transformers, speculators) gets new keys in place.
+        keys = sorted(keys)
     parts = []
-    for key, item in value.items():
+    for key in keys:
+        item = value[key]
         if key in by_key:
             (key_start, key_stop), child = by_key[key]
             key_text = text[key_start:key_stop]
@@ -479,7 +485,10 @@ def pause_point(stage: str) -> None:
     marker = os.environ.get(PAUSE_FILE_ENV)
     if not marker:
         return
-    Path(marker).write_text(stage, encoding="utf-8")
+    # Written aside and renamed, so the waiting test never reads a half-written marker.
+    ready = Path(marker + ".writing")
+    ready.write_text(stage, encoding="utf-8")
+    ready.replace(marker)
     deadline = time.monotonic() + 120
     while Path(marker).exists() and time.monotonic() < deadline:
         time.sleep(0.02)

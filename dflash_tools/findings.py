@@ -6,6 +6,7 @@ changes meaning; new codes may be added.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -85,10 +86,30 @@ class Finding:
             "keys": list(self.keys),
         }
         if self.values:
-            out["values"] = self.values
+            out["values"] = _strict_json(self.values)
         if self.file is not None:
             out["file"] = self.file
         return out
+
+
+def _strict_json(value: Any, depth: int = 0) -> Any:
+    """`values` quote the config exactly, except what strict JSON cannot carry.
+
+    NaN and the infinities become strings spelled as the file spells them; structures nested
+    deeper than any real config are summarized, so a hostile value cannot exhaust the encoder.
+    """
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, dict | list | tuple):
+        if depth >= _MAX_VALUE_DEPTH:
+            return f"<{type(value).__name__} nested deeper than {_MAX_VALUE_DEPTH} levels>"
+        if isinstance(value, dict):
+            return {key: _strict_json(item, depth + 1) for key, item in value.items()}
+        return [_strict_json(item, depth + 1) for item in value]
+    return value
+
+
+_MAX_VALUE_DEPTH = 32
 
 
 def make_finding(

@@ -27,6 +27,8 @@ INDEX_NAME = "model.safetensors.index.json"
 CONFIG_NAME = "config.json"
 EXAMPLE_PREFIX = "example:"
 _REPO_ID = re.compile(r"^(hf://)?[A-Za-z0-9][A-Za-z0-9_.\-]*/[A-Za-z0-9][A-Za-z0-9_.\-]*$")
+# A config or index is kilobytes; a hostile (sparse) one may claim terabytes.
+MAX_JSON_BYTES = 64 * 1024 * 1024
 
 
 @dataclass
@@ -61,7 +63,34 @@ def list_examples() -> list[str]:
 
 
 def looks_like_repo_id(source: str) -> bool:
-    return bool(_REPO_ID.match(source))
+    if not _REPO_ID.match(source):
+        return False
+    # The Hub's own rules (length, "--", "..", trailing "."): huggingface_hub raises on the rest.
+    from huggingface_hub.errors import HFValidationError
+    from huggingface_hub.utils import validate_repo_id
+
+    try:
+        validate_repo_id(source.removeprefix("hf://"))
+    except HFValidationError:
+        return False
+    return True
+
+
+def path_exists(path: Path) -> bool:
+    """Whether anything (even a dangling link) is at `path`; a name the OS refuses is nothing."""
+    try:
+        return path.exists() or path.is_symlink()
+    except OSError:  # ENAMETOOLONG and friends, which pathlib does not swallow
+        return False
+
+
+def read_small_file(path: Path, limit: int = MAX_JSON_BYTES) -> bytes:
+    """A JSON file's bytes; raises OSError, or ValueError when it is larger than `limit`."""
+    with open(path, "rb") as handle:
+        data = handle.read(limit + 1)
+    if len(data) > limit:
+        raise ValueError(f"larger than {limit // (1024 * 1024)} MiB")
+    return data
 
 
 def load_checkpoint(
@@ -88,7 +117,7 @@ def load_checkpoint(
         loaded.kind = "example"
         return loaded
     path = Path(source).expanduser()
-    if path.exists() or path.is_symlink():
+    if path_exists(path):
         if revision is not None:
             raise SourceError(
                 f"--revision {revision} given for a local path {source}", "drop --revision for local folders"
@@ -145,7 +174,7 @@ def read_config_file(path: Path, file: str = CONFIG_NAME) -> tuple[dict[str, Any
             ],
         )
     try:
-        raw = path.read_bytes()
+        raw = read_small_file(path)
         text = raw.decode("utf-8")
     except OSError as exc:
         return None, None, [make_finding("DFT001", f"{file} cannot be read: {exc.strerror or exc}", file=file)]
@@ -155,6 +184,8 @@ def read_config_file(path: Path, file: str = CONFIG_NAME) -> tuple[dict[str, Any
             None,
             [make_finding("DFT001", f"{file} is not UTF-8 text: {exc}", "restore config.json", file=file)],
         )
+    except ValueError as exc:
+        return None, None, [make_finding("DFT001", f"{file} is {exc}: not a config", "restore config.json", file=file)]
     config, findings = parse_config_text(text, file)
     return config, text, findings
 
@@ -266,10 +297,11 @@ def safe_shard_name(name: Any) -> str | None:
 def read_index(folder: Path, loaded: LoadedCheckpoint, file: str = INDEX_NAME) -> dict[str, str] | None:
     """The weight map of a local shard index, validated; problems become DFT004 findings."""
     try:
-        data = (folder / file).read_bytes()
-    except OSError as exc:
+        data = read_small_file(folder / file)
+    except (OSError, ValueError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         loaded.findings.append(
-            make_finding("DFT004", f"{file} cannot be read: {exc.strerror or exc}", "re-download the index", file=file)
+            make_finding("DFT004", f"{file} cannot be read: {reason}", "re-download the index", file=file)
         )
         return None
     return parse_index(data, loaded, file)
@@ -310,6 +342,13 @@ def parse_index(data: bytes, loaded: LoadedCheckpoint, file: str = INDEX_NAME) -
     return valid
 
 
+def _is_regular_file(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except OSError:  # e.g. a name longer than the file system allows
+        return False
+
+
 def _inside(folder: Path, candidate: Path) -> bool:
     try:
         candidate.resolve().relative_to(folder.resolve())
@@ -341,7 +380,7 @@ def read_local_weights(folder: Path, loaded: LoadedCheckpoint) -> None:
                 )
                 reported.add(shard_name)
                 continue
-            if not shard_path.is_file():
+            if not _is_regular_file(shard_path):
                 loaded.findings.append(
                     make_finding(
                         "DFT004",

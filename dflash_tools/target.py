@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,7 @@ from dflash_tools.description import DraftDescription
 from dflash_tools.errors import SourceError
 from dflash_tools.findings import Finding, make_finding
 from dflash_tools.safetensors_header import TensorHeader
-from dflash_tools.source import looks_like_repo_id
+from dflash_tools.source import looks_like_repo_id, path_exists, read_small_file
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,15 @@ def rope_theta(config: dict[str, Any]) -> float | None:
     value = params.get("rope_theta") if isinstance(params, dict) else None
     if value is None:
         value = config.get("rope_theta")
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return None
+    # A JSON integer may be too large for a float, and NaN / Infinity parse as floats: neither
+    # is a usable theta, and either would break the JSON report.
+    try:
+        theta = float(value)
+    except OverflowError:
+        return None
+    return theta if math.isfinite(theta) else None
 
 
 def target_from_config(config: dict[str, Any], source: str, location: str) -> TargetSpec:
@@ -80,12 +89,15 @@ def load_target(
 ) -> TargetSpec:
     """Read a target's config.json from a folder, a file or the Hub."""
     path = Path(source).expanduser()
-    if path.exists():
+    if path_exists(path):
         file = path / "config.json" if path.is_dir() else path
+        if path.is_dir() and not path_exists(file):
+            raise SourceError(f"target {source}: no config.json in {path}", "pass the target model's folder")
+        if not file.is_file():
+            # A device, FIFO or folder would hang the read or make no sense as a config.
+            raise SourceError(f"target {file}: not a regular file", "pass the target model's folder or its config.json")
         try:
-            config = json.loads(file.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise SourceError(f"target {source}: no config.json in {path}", "pass the target model's folder") from None
+            config = json.loads(read_small_file(file).decode("utf-8"))
         except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
             raise SourceError(
                 f"target {file}: cannot read config.json ({exc})", "restore the target's config.json"

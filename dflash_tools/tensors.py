@@ -162,7 +162,8 @@ def expected_totals(expected: list[ExpectedTensor]) -> tuple[int, int]:
     return len(required), parameters
 
 
-_LAYER = re.compile(r"^layers\.(\d+)\.")
+# Bounded: int() refuses numbers of more than 4300 digits, and a tensor name may hold one.
+_LAYER = re.compile(r"^layers\.(\d{1,18})\.")
 _PREFIXES = ("model.", "draft_model.", "model.draft_model.")
 
 

@@ -42,6 +42,7 @@ import json
 import math
 import os
 import random
+import re
 import shutil
 import signal
 import struct
@@ -527,28 +528,54 @@ def one_line(text: str, what: str) -> None:
 
 
 def check_findings(findings: list[Any]) -> None:
+    """Messages keep untrusted text exactly (JSON shows it escaped); they must be strings."""
     for finding in findings:
-        one_line(finding.message, f"{finding.code} message")
-        one_line(finding.hint, f"{finding.code} hint")
+        if not isinstance(finding.message, str) or not isinstance(finding.hint, str):
+            raise Traceback(f"{finding.code}: message or hint is not a string")
 
 
-def render(report: Any, target: TargetSpec | None) -> None:
+# What may never reach a terminal from a checkpoint: C0/C1 controls (ESC starts OSC 52 / OSC 8 /
+# CSI sequences), bidi and zero-width controls, line separators, lone surrogates.
+UNSAFE_OUTPUT = re.compile(
+    "[\x00-\x09\x0b-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u2069\ufeff\ud800-\udfff]"
+)
+
+
+def check_terminal_output(text: str, what: str) -> None:
+    match = UNSAFE_OUTPUT.search(text)
+    if match:
+        start = max(0, match.start() - 40)
+        raise Traceback(f"{what} carries a raw control character: {text[start : match.end() + 40]!r}")
+
+
+def render(report: Any, target: TargetSpec | None, show_tensors: bool) -> None:
     """The JSON document and the human report must both come out, strict JSON, valid UTF-8."""
     from dflash_tools.cli.inspect_cmd import render_report
 
+    from dflash_tools.cli._output import write_json
+
     for include in (False, True):
         document = report.to_dict(include_tensors=include)
-        json.dumps(document, ensure_ascii=False, allow_nan=False).encode("utf-8")
+        sink = io.StringIO()
+        with contextlib.redirect_stdout(sink):
+            write_json(document)
+        text = sink.getvalue()
+        text.encode("utf-8")  # what reaches stdout must be UTF-8
+        if json.loads(text) != json.loads(json.dumps(document)):
+            raise Traceback("the JSON document does not parse back to the report")
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        render_report(report, show_tensors=True, target_spec=target)
+        render_report(report, show_tensors=show_tensors, target_spec=target)
     out.getvalue().encode("utf-8")
+    check_terminal_output(out.getvalue(), "human report")
 
 
-def run_inspect(loaded: LoadedCheckpoint, target: TargetSpec | None, k: int | None, stats: Stats) -> str:
+def run_inspect(
+    loaded: LoadedCheckpoint, target: TargetSpec | None, k: int | None, stats: Stats, show_tensors: bool = True
+) -> str:
     report = inspect_loaded(loaded, target=target, num_speculative_tokens=k)
     check_findings(report.findings)
-    render(report, target)
+    render(report, target, show_tensors)
     for finding in report.findings:
         stats.codes[finding.code] += 1
     return "exit 1 (error findings)" if not report.ok else "exit 0"
@@ -607,7 +634,8 @@ def run_config(
     loaded = LoadedCheckpoint(
         source=seed.name, kind="local", location=seed.name, config=config, config_text=text, tensors=tensors
     )
-    return run_inspect(loaded, target_for(target_tree), k, stats)
+    # The tensors here are the seed's own: their table was rendered once already.
+    return run_inspect(loaded, target_for(target_tree), k, stats, show_tensors=False)
 
 
 def _utf8(data: bytes) -> bool:
@@ -645,11 +673,14 @@ def run_cli(folder: Path, target_dir: Path | None) -> str:
             raise Traceback(f"CLI raised {type(result.exception).__name__}: {result.exception}")
         if result.exit_code not in (0, 1, 2) or "internal error" in result.stderr:
             raise Traceback(f"CLI exit {result.exit_code}: {result.stderr.strip()[:300]}")
+        check_terminal_output(result.stdout, "CLI stdout")
+        check_terminal_output(result.stderr, "CLI stderr")
         if result.exit_code == 2:
             lines = [line for line in result.stderr.splitlines() if line.strip()]
             if not lines or not lines[0].startswith("error:") or len(lines) > 2:
                 raise Traceback(f"exit 2 without a one-line error: {result.stderr[:300]!r}")
         if "--json" in extra and result.exit_code != 2:
+            result.stdout_bytes.decode("utf-8")
             json.loads(result.stdout)
         outcomes.append(result.exit_code)
     return f"cli exit {outcomes[0]}"
@@ -660,6 +691,14 @@ def run_cli(folder: Path, target_dir: Path | None) -> str:
 # --------------------------------------------------------------------------------------------
 
 Thunk = Callable[[], str]
+
+
+@dataclass
+class Input:
+    """One fuzz input: `run` feeds it to the parser; `payload` is what gets saved if it fails."""
+
+    run: Thunk
+    payload: dict[str, bytes] = field(default_factory=dict)
 
 
 class Campaign:
@@ -682,7 +721,7 @@ class Campaign:
 
     # -- targets -----------------------------------------------------------------------------
 
-    def header(self, tree: Any | None = None) -> Thunk:
+    def header(self, tree: Any | None = None) -> Input:
         rng = self.rng
         seed = rng.choice(self.seeds)
         if tree is None:
@@ -691,9 +730,9 @@ class Campaign:
             data = dumps(tree, rng).encode("utf-8", "surrogatepass")
         true_size = 8 + len(data) + sum(t.num_bytes for t in self.tensor_tables[seed.name].values())
         file_size = rng.choice([None, true_size, true_size + rng.randint(-64, 64), 0, 2**64])
-        return lambda: run_header(data, file_size)
+        return Input(lambda: run_header(data, file_size), {"header.json": data, "file_size": str(file_size).encode()})
 
-    def file(self) -> Thunk:
+    def file(self) -> Input:
         rng = self.rng
         seed = rng.choice(self.tiny_seeds)
         header = json_input(self.headers[seed.name], rng, self.seed_values) if rng.random() < 0.5 else None
@@ -709,9 +748,9 @@ class Campaign:
             path.write_bytes(body)
             return run_file(path)
 
-        return thunk
+        return Input(thunk, {"file.safetensors": body})
 
-    def index(self, tree: Any | None = None) -> Thunk:
+    def index(self, tree: Any | None = None) -> Input:
         rng = self.rng
         seed = rng.choice(self.seeds)
         base = index_json(seed.tensors, rng.choice([2, 3]))
@@ -719,9 +758,9 @@ class Campaign:
             data = json_input(base, rng, [*self.seed_values, "../x.safetensors", "/etc/passwd", "a\\b", "C:x"])
         else:
             data = dumps(tree, rng).encode("utf-8", "surrogatepass")
-        return lambda: run_index(data)
+        return Input(lambda: run_index(data), {INDEX_NAME: data})
 
-    def config(self, seed: Seed | None = None, tree: Any | None = None) -> Thunk:
+    def config(self, seed: Seed | None = None, tree: Any | None = None) -> Input:
         rng = self.rng
         seed = seed or rng.choice(self.seeds)
         if tree is None:
@@ -735,9 +774,12 @@ class Campaign:
                 target_tree = mutate_tree(target_tree, rng, self.seed_values)
         k = rng.choice([None, None, 1, 7, 8, 16, 10**6])
         tensors = self.tensor_tables[seed.name]
-        return lambda: run_config(data, seed, target_tree, k, self.stats, tensors)
+        payload = {"config.json": data, "seed": seed.name.encode(), "k": str(k).encode()}
+        if target_tree is not None:
+            payload["target-config.json"] = json.dumps(target_tree, allow_nan=True).encode("utf-8", "surrogatepass")
+        return Input(lambda: run_config(data, seed, target_tree, k, self.stats, tensors), payload)
 
-    def checkpoint(self) -> Thunk:
+    def checkpoint(self) -> Input:
         rng = self.rng
         seed = rng.choice(self.tiny_seeds)
         folder = self.workdir / "ckpt"
@@ -800,7 +842,7 @@ class Campaign:
                 run_cli(folder, target_dir if target_tree is not None else None)
             return outcome
 
-        return thunk
+        return Input(thunk)
 
 
 def apply_fs_trick(trick: str, victim: Path, folder: Path, workdir: Path) -> None:
@@ -840,19 +882,19 @@ def _alarm(_signum: int, _frame: Any) -> None:
     raise _Hang()
 
 
-def execute(label: str, thunk: Thunk, stats: Stats, crash_dir: Path, counter: int) -> None:
+def execute(label: str, item: Input, stats: Stats, crash_dir: Path, counter: int) -> None:
     stats.tried[label] += 1
     started = time.perf_counter()
     signal.setitimer(signal.ITIMER_REAL, HANG_SECONDS)
     try:
-        outcome = thunk()
+        outcome = item.run()
     except _Hang:
         outcome = None
-        record_crash(stats, crash_dir, label, counter, f"hang: no answer within {HANG_SECONDS} s")
+        record_crash(stats, crash_dir, label, counter, f"hang: no answer within {HANG_SECONDS} s", item)
     except Exception as exc:
         outcome = None
         kind = "broken promise" if isinstance(exc, Traceback) else type(exc).__name__
-        record_crash(stats, crash_dir, label, counter, traceback.format_exc(), kind)
+        record_crash(stats, crash_dir, label, counter, traceback.format_exc(), item, kind)
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
     elapsed = time.perf_counter() - started
@@ -862,19 +904,25 @@ def execute(label: str, thunk: Thunk, stats: Stats, crash_dir: Path, counter: in
         stats.outcomes[f"{label}: {outcome}"] += 1
 
 
-def record_crash(stats: Stats, crash_dir: Path, label: str, counter: int, text: str, kind: str = "hang") -> None:
+def record_crash(
+    stats: Stats, crash_dir: Path, label: str, counter: int, text: str, item: Input, kind: str = "hang"
+) -> None:
     stats.tracebacks += 1
     stats.crash_kinds[f"{label}: {kind}"] += 1
-    crash_dir.mkdir(parents=True, exist_ok=True)
-    if stats.crash_kinds[f"{label}: {kind}"] <= 5:
-        (crash_dir / f"{label}-{counter}.txt").write_text(text, "utf-8", "backslashreplace")
-        work = crash_dir.parent / "work"
-        if work.is_dir():
-            with contextlib.suppress(OSError):
-                shutil.copytree(work, crash_dir / f"{label}-{counter}-files", symlinks=True)
+    if stats.crash_kinds[f"{label}: {kind}"] > 5:
+        return  # five examples of each kind are enough to debug it
+    case = crash_dir / f"{label}-{counter}"
+    case.mkdir(parents=True, exist_ok=True)
+    (case / "traceback.txt").write_text(text, "utf-8", "backslashreplace")
+    for name, data in item.payload.items():
+        (case / name).write_bytes(data)
+    work = crash_dir.parent / "work"
+    if label == "checkpoint" and work.is_dir():
+        with contextlib.suppress(OSError):
+            shutil.copytree(work, case / "files", symlinks=True)
 
 
-def plan_inputs(campaign: Campaign, total: int, systematic: bool) -> Iterator[tuple[str, Thunk]]:
+def plan_inputs(campaign: Campaign, total: int, systematic: bool) -> Iterator[tuple[str, Input]]:
     """The systematic pass (every key path x every hostile value, per dialect) then random inputs."""
     produced = 0
     rng = campaign.rng
@@ -924,8 +972,8 @@ def main(argv: list[str] | None = None) -> int:
     campaign = Campaign(random.Random(args.seed), workdir, stats)
     started = time.perf_counter()
     try:
-        for counter, (label, thunk) in enumerate(plan_inputs(campaign, total, systematic=not args.quick), 1):
-            execute(label, thunk, stats, crash_dir, counter)
+        for counter, (label, item) in enumerate(plan_inputs(campaign, total, systematic=not args.quick), 1):
+            execute(label, item, stats, crash_dir, counter)
             if counter % 10_000 == 0:
                 print(
                     f"  {counter} inputs, {stats.tracebacks} tracebacks, {time.perf_counter() - started:.0f} s",

@@ -144,7 +144,9 @@ class _Handler(BaseHTTPRequestHandler):
             repo = self._repo(repo_id)
             if repo is None:
                 return self._not_found("Repository not found")
-            return self._json(200, {"id": repo_id, "modelId": repo_id, "sha": repo.head, "siblings": [], "private": False})
+            return self._json(
+                200, {"id": repo_id, "modelId": repo_id, "sha": repo.head, "siblings": [], "private": False}
+            )
         self._not_found("unknown endpoint")
 
     def do_POST(self) -> None:
@@ -163,7 +165,9 @@ class _Handler(BaseHTTPRequestHandler):
                 self.hub.repos.setdefault(repo_id, _Repo(repo_id))
                 self.hub.created.append(repo_id)
             if exists:
-                return self._json(409, {"error": "You already created this model repo", "url": f"{self.hub.url}/{repo_id}"})
+                return self._json(
+                    409, {"error": "You already created this model repo", "url": f"{self.hub.url}/{repo_id}"}
+                )
             return self._json(200, {"url": f"{self.hub.url}/{repo_id}", "name": repo_id, "id": repo_id})
         if not path.startswith("/api/models/"):
             return self._not_found("unknown endpoint")
@@ -181,7 +185,11 @@ class _Handler(BaseHTTPRequestHandler):
             files = json.loads(body).get("files", [])
             return self._json(
                 200,
-                {"files": [{"path": f["path"], "uploadMode": "regular", "shouldIgnore": False, "oid": None} for f in files]},
+                {
+                    "files": [
+                        {"path": f["path"], "uploadMode": "regular", "shouldIgnore": False, "oid": None} for f in files
+                    ]
+                },
             )
         if marker == "/discussions":
             payload = json.loads(body)

@@ -164,7 +164,28 @@ def test_rewrite_property(value: dict[str, Any], style: dict[str, Any], edit: An
     if changed:
         changed[next(iter(changed))] = edit
     changed["__edited__"] = edit
-    assert same_json(json.loads(dumps_like(changed, text)), changed)
+    rewritten = json.loads(dumps_like(changed, text))
+    assert rewritten == changed
+    if not _has_sorted_object(parsed):
+        # New keys are appended, unless the file keeps an object's keys sorted.
+        assert same_json(rewritten, changed)
+
+
+def _has_sorted_object(value: Any) -> bool:
+    if isinstance(value, dict):
+        keys = list(value)
+        return (len(keys) > 2 and keys == sorted(keys)) or any(_has_sorted_object(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_has_sorted_object(v) for v in value)
+    return False
+
+
+def test_sorted_files_get_new_keys_in_sorted_place() -> None:
+    text = json.dumps({"a": 1, "c": 3, "e": {"w": 0, "x": 1, "z": 2}}, indent=2, sort_keys=True)
+    value = json.loads(text)
+    value["d"] = 4
+    value["e"]["y"] = 5
+    assert dumps_like(value, text) == json.dumps(value, indent=2, sort_keys=True)
 
 
 def test_same_json_tells_types_apart() -> None:

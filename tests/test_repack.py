@@ -49,7 +49,9 @@ def shard(tmp_path: Path) -> Path:
 def test_drop_and_rename_keep_every_other_byte(shard: Path, tmp_path: Path, kernel_copy: bool) -> None:
     before = tensor_bytes(shard)
     source_stat = shard.stat()
-    edits = TensorEdits(drop=frozenset({"embed_tokens.weight", "verifier_norm.weight"}), rename={"b.bias": "model.b.bias"})
+    edits = TensorEdits(
+        drop=frozenset({"embed_tokens.weight", "verifier_norm.weight"}), rename={"b.bias": "model.b.bias"}
+    )
     out = tmp_path / "out.safetensors"
     # A 7-byte buffer forces many partial copies through the bounded path.
     plan = repack_file(shard, out, read_local_header(shard), edits, buffer_bytes=7, kernel_copy=kernel_copy)
@@ -113,5 +115,7 @@ def test_repack_does_not_import_torch(shard: Path, tmp_path: Path) -> None:
         f"p = Path({str(shard)!r}); repack_file(p, Path({str(tmp_path / 'y.safetensors')!r}), read_local_header(p), "
         "TensorEdits(drop=frozenset({'a.weight'}))); print('torch' in sys.modules, 'numpy' in sys.modules)"
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=os.environ.copy())
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=os.environ.copy()
+    )
     assert result.stdout.strip() == "False False"

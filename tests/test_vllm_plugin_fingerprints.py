@@ -136,7 +136,9 @@ def test_moving_a_function_without_changing_it_keeps_the_fingerprint(source_tree
 def test_refuses_when_a_file_or_function_is_missing(source_tree: Path) -> None:
     (source_tree / "vllm/v1/spec_decode/dflash.py").unlink()
     speculator = source_tree / "vllm/v1/worker/gpu/spec_decode/dflash2/speculator.py"
-    speculator.write_text(speculator.read_text(encoding="utf-8").replace("class DFlash2Speculator(", "class Renamed("), encoding="utf-8")
+    speculator.write_text(
+        speculator.read_text(encoding="utf-8").replace("class DFlash2Speculator(", "class Renamed("), encoding="utf-8"
+    )
     classification = classify("0.33.0", directory_reader(source_tree))
     statuses = {c.site.key: c.status for c in classification.checks if not c.ok}
     assert statuses == {"v1_dflash_proposer_init": "missing-file", "dflash2_speculator_init": "missing-function"}
@@ -179,7 +181,9 @@ def test_capability_from_an_installed_looking_tree(source_tree: Path) -> None:
     unregistered = capability_from_sources("0.33.0", directory_reader(source_tree), registered=False, environ={})
     assert not unregistered.serves_anchor_first
     assert "entry point" in unregistered.notes[0]
-    blocked = capability_from_sources("0.33.0", directory_reader(source_tree), registered=True, environ={"VLLM_PLUGINS": "other"})
+    blocked = capability_from_sources(
+        "0.33.0", directory_reader(source_tree), registered=True, environ={"VLLM_PLUGINS": "other"}
+    )
     assert not blocked.plugin_allowed
     assert "VLLM_PLUGINS does not list dflash_tools" in blocked.notes[0]
 

@@ -35,7 +35,11 @@ from tests.vllm_wheel import wheel_fixture
 
 
 def speculative_config(
-    *, sample_from_anchor: bool | None, k: int = 7, method: str = "dflash", architectures: tuple[str, ...] = ("DFlash2DraftModel",)
+    *,
+    sample_from_anchor: bool | None,
+    k: int = 7,
+    method: str = "dflash",
+    architectures: tuple[str, ...] = ("DFlash2DraftModel",),
 ) -> SimpleNamespace:
     dflash_config: dict[str, Any] = {"mask_token_id": 1}
     if sample_from_anchor is not None:
@@ -50,8 +54,12 @@ def test_anchor_first_detection() -> None:
     assert not patch.anchor_first_dflash(speculative_config(sample_from_anchor=False))
     assert not patch.anchor_first_dflash(speculative_config(sample_from_anchor=None))
     assert not patch.anchor_first_dflash(speculative_config(sample_from_anchor=True, method="dspark"))
-    assert not patch.anchor_first_dflash(speculative_config(sample_from_anchor=True, architectures=("LiLiCorrDraftModel",)))
-    assert not patch.anchor_first_dflash(speculative_config(sample_from_anchor=True, architectures=("Qwen3XPressModel",)))
+    assert not patch.anchor_first_dflash(
+        speculative_config(sample_from_anchor=True, architectures=("LiLiCorrDraftModel",))
+    )
+    assert not patch.anchor_first_dflash(
+        speculative_config(sample_from_anchor=True, architectures=("Qwen3XPressModel",))
+    )
     assert not patch.anchor_first_dflash(None)
     assert patch.num_query_tokens(speculative_config(sample_from_anchor=True)) == 7
     assert patch.num_query_tokens(speculative_config(sample_from_anchor=False)) == 8
@@ -73,7 +81,10 @@ def test_lookahead_and_v1_refusal() -> None:
     assert lookahead(SimpleNamespace(speculative_config=speculative_config(sample_from_anchor=False))) == 8
     features = patch.wrap_v1_unsupported_features(lambda self: ["other"])
     assert features(SimpleNamespace(speculative_config=speculative_config(sample_from_anchor=False))) == ["other"]
-    assert features(SimpleNamespace(speculative_config=speculative_config(sample_from_anchor=True))) == ["other", patch.V1_FEATURE]
+    assert features(SimpleNamespace(speculative_config=speculative_config(sample_from_anchor=True))) == [
+        "other",
+        patch.V1_FEATURE,
+    ]
 
 
 class DFlashSpeculator:
@@ -132,7 +143,9 @@ def test_beam_drafts_are_refused_in_anchor_mode() -> None:
         speculative_config=speculative_config(sample_from_anchor=True, architectures=("DFlash2BeamDraftModel",))
     )
     with pytest.raises(ValueError, match="DFlash2BeamDraftModel"):
-        patch.wrap_speculator_init(DFlashSpeculator.__init__)(DFlash2Speculator.__new__(DFlash2Speculator), config, "cuda")
+        patch.wrap_speculator_init(DFlashSpeculator.__init__)(
+            DFlash2Speculator.__new__(DFlash2Speculator), config, "cuda"
+        )
 
 
 def test_conv_block_wrapper(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -341,7 +354,12 @@ def run_probe(root: Path, markers: Path, env: dict[str, str] | None = None) -> d
     environment[MARKER_DIR_ENV] = str(markers)
     environment.update(env or {})
     completed = subprocess.run(
-        [sys.executable, "-c", PROBE, str(root)], capture_output=True, text=True, env=environment, timeout=120, check=False
+        [sys.executable, "-c", PROBE, str(root)],
+        capture_output=True,
+        text=True,
+        env=environment,
+        timeout=120,
+        check=False,
     )
     assert completed.returncode == 0, completed.stderr
     result: dict[str, Any] = json.loads(completed.stdout.strip().splitlines()[-1])
@@ -390,7 +408,9 @@ def test_register_refuses_an_unknown_version(vllm_wheel: Path, tmp_path: Path) -
 def test_register_stands_aside_when_vllm_has_the_upstream_change(vllm_wheel: Path, tmp_path: Path) -> None:
     root = build_standin_vllm(vllm_wheel, tmp_path / "site", version="0.35.0")
     speculative = root / "vllm/config/speculative.py"
-    speculative.write_text(speculative.read_text(encoding="utf-8") + "\nnum_dflash_query_tokens = None\n", encoding="utf-8")
+    speculative.write_text(
+        speculative.read_text(encoding="utf-8") + "\nnum_dflash_query_tokens = None\n", encoding="utf-8"
+    )
     out = run_probe(root, tmp_path / "markers", {REQUIRE_ENV: "1"})
     assert out["registered"] is True
     assert out["state"]["status"] == "native"

@@ -17,8 +17,12 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-# C0/C1 controls, DEL, and Unicode bidi / zero-width controls that can disguise text.
-_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]")
+# C0/C1 controls, DEL, Unicode bidi / zero-width controls and line separators that can disguise
+# text, and lone surrogates (legal as JSON escapes in a hostile file, unprintable as UTF-8).
+_UNSAFE = re.compile(
+    "[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u2069\ufeff\ud800-\udfff]"
+)
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class OutputFormat(StrEnum):
@@ -51,7 +55,10 @@ def stderr_console(no_color: bool = False) -> Console:
 
 
 def write_json(document: Any) -> None:
-    sys.stdout.write(json.dumps(document, indent=2, ensure_ascii=False, allow_nan=False) + "\n")
+    text = json.dumps(document, indent=2, ensure_ascii=False, allow_nan=False)
+    # A lone surrogate cannot be encoded as UTF-8; as a JSON escape it parses back exactly.
+    text = _SURROGATE.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
+    sys.stdout.write(text + "\n")
     sys.stdout.flush()
 
 

@@ -61,27 +61,102 @@ def register(app: typer.Typer) -> None:
 
 
 def convert_command(
-    source: Annotated[str, typer.Argument(metavar="SOURCE", help="Checkpoint folder, Hub repo id or example:NAME.", show_default=False)],
-    output: Annotated[str | None, typer.Option("--output", "-o", metavar="OUT", help="New folder for the result (must be empty or absent).", show_default=False)] = None,
-    in_place: Annotated[bool, typer.Option("--in-place", help="Rewrite SOURCE itself (a plain local folder; NAME.bak backups kept).")] = False,
-    to: Annotated[str | None, typer.Option("--to", metavar="DIALECT", help="Translate to zlab or speculators (DFlash / DFlash2).", show_default=False)] = None,
-    block_size: Annotated[int | None, typer.Option("--block-size", min=1, help="The trained block size, overriding the checkpoint.", show_default=False)] = None,
-    sample_from_anchor: Annotated[bool | None, typer.Option("--sample-from-anchor/--no-sample-from-anchor", help="The trained layout: anchor-first / bonus-anchor.", show_default=False)] = None,
-    target: Annotated[str | None, typer.Option("--target", "-t", help="Target model (folder or repo id): recorded as the verifier, and checked.")] = None,
-    force: Annotated[bool, typer.Option("--force", help="Replace a non-empty OUT or old backups; let a flag override an explicit value.")] = False,
-    backup: Annotated[bool, typer.Option("--backup/--no-backup", help="With --in-place: keep NAME.bak of every replaced file.")] = True,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan and the config.json diff; write nothing.")] = False,
-    check: Annotated[bool, typer.Option("--check", help="Write nothing; exit 1 if anything would change (a CI gate).")] = False,
-    link_mode: Annotated[LinkMode, typer.Option("--link-mode", help="How unchanged weights reach OUT.")] = LinkMode.AUTO,
-    push_to_hub: Annotated[str | None, typer.Option("--push-to-hub", metavar="REPO", help="Upload the result to this Hub repo, as a pull request.", show_default=False)] = None,
-    pr: Annotated[bool, typer.Option("--pr/--no-pr", help="--no-pr: commit directly (creating the repo if needed) instead of opening a pull request.")] = True,
-    commit_message: Annotated[str | None, typer.Option("--commit-message", help="Commit / pull request title for --push-to-hub.", show_default=False)] = None,
+    source: Annotated[
+        str,
+        typer.Argument(metavar="SOURCE", help="Checkpoint folder, Hub repo id or example:NAME.", show_default=False),
+    ],
+    output: Annotated[
+        str | None,
+        typer.Option(
+            "--output",
+            "-o",
+            metavar="OUT",
+            help="New folder for the result (must be empty or absent).",
+            show_default=False,
+        ),
+    ] = None,
+    in_place: Annotated[
+        bool, typer.Option("--in-place", help="Rewrite SOURCE itself (a plain local folder; NAME.bak backups kept).")
+    ] = False,
+    to: Annotated[
+        str | None,
+        typer.Option(
+            "--to", metavar="DIALECT", help="Translate to zlab or speculators (DFlash / DFlash2).", show_default=False
+        ),
+    ] = None,
+    block_size: Annotated[
+        int | None,
+        typer.Option(
+            "--block-size", min=1, help="The trained block size, overriding the checkpoint.", show_default=False
+        ),
+    ] = None,
+    sample_from_anchor: Annotated[
+        bool | None,
+        typer.Option(
+            "--sample-from-anchor/--no-sample-from-anchor",
+            help="The trained layout: anchor-first / bonus-anchor.",
+            show_default=False,
+        ),
+    ] = None,
+    target: Annotated[
+        str | None,
+        typer.Option("--target", "-t", help="Target model (folder or repo id): recorded as the verifier, and checked."),
+    ] = None,
+    force: Annotated[
+        bool,
+        typer.Option("--force", help="Replace a non-empty OUT or old backups; let a flag override an explicit value."),
+    ] = False,
+    backup: Annotated[
+        bool, typer.Option("--backup/--no-backup", help="With --in-place: keep NAME.bak of every replaced file.")
+    ] = True,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Print the plan and the config.json diff; write nothing.")
+    ] = False,
+    check: Annotated[
+        bool, typer.Option("--check", help="Write nothing; exit 1 if anything would change (a CI gate).")
+    ] = False,
+    link_mode: Annotated[
+        LinkMode, typer.Option("--link-mode", help="How unchanged weights reach OUT.")
+    ] = LinkMode.AUTO,
+    push_to_hub: Annotated[
+        str | None,
+        typer.Option(
+            "--push-to-hub",
+            metavar="REPO",
+            help="Upload the result to this Hub repo, as a pull request.",
+            show_default=False,
+        ),
+    ] = None,
+    pr: Annotated[
+        bool,
+        typer.Option(
+            "--pr/--no-pr",
+            help="--no-pr: commit directly (creating the repo if needed) instead of opening a pull request.",
+        ),
+    ] = True,
+    commit_message: Annotated[
+        str | None,
+        typer.Option("--commit-message", help="Commit / pull request title for --push-to-hub.", show_default=False),
+    ] = None,
     revision: Annotated[str | None, typer.Option("--revision", help="Hub branch, tag or commit of SOURCE.")] = None,
-    token: Annotated[str | None, typer.Option("--token", envvar="HF_TOKEN", help="Hugging Face token (default: $HF_TOKEN or the saved login).", show_default=False)] = None,
+    token: Annotated[
+        str | None,
+        typer.Option(
+            "--token",
+            envvar="HF_TOKEN",
+            help="Hugging Face token (default: $HF_TOKEN or the saved login).",
+            show_default=False,
+        ),
+    ] = None,
     timeout: Annotated[float, typer.Option("--timeout", min=0.1, help="Seconds for each Hub request.")] = 10.0,
-    output_format: Annotated[OutputFormat, typer.Option("--format", "-f", envvar="DFLASH_TOOLS_FORMAT", help="human or json (one document on stdout).")] = OutputFormat.HUMAN,
+    output_format: Annotated[
+        OutputFormat,
+        typer.Option("--format", "-f", envvar="DFLASH_TOOLS_FORMAT", help="human or json (one document on stdout)."),
+    ] = OutputFormat.HUMAN,
     json_flag: Annotated[bool, typer.Option("--json", help="Shorthand for --format json.")] = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Human output: only warnings and the last line.")] = False,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", "-q", help="Human output: only warnings and the last line.")
+    ] = False,
     no_color: Annotated[bool, typer.Option("--no-color", help="No colour (also: NO_COLOR).")] = False,
 ) -> None:
     fmt = OutputFormat.JSON if json_flag else output_format
@@ -142,7 +217,10 @@ def _check_usage(
     dry_run: bool,
 ) -> None:
     if in_place and output is not None:
-        raise UsageError("--in-place and -o/--output exclude each other", "pass -o OUT for a new folder, or --in-place to rewrite SOURCE")
+        raise UsageError(
+            "--in-place and -o/--output exclude each other",
+            "pass -o OUT for a new folder, or --in-place to rewrite SOURCE",
+        )
     if to is not None and to not in ("zlab", "speculators"):
         raise UsageError(f"--to {to}: expected zlab or speculators", "drop --to to keep the dialect")
     if not backup and not in_place:
@@ -174,7 +252,11 @@ def _geometry_rows(before: Geometry | None, after: Geometry | None) -> list[tupl
     rows = []
     for label, get, source in (
         ("block_size", lambda g: str(g.block_size), lambda g: g.block_size_source.value),
-        ("sample_from_anchor", lambda g: str(g.sample_from_anchor).lower(), lambda g: g.sample_from_anchor_source.value),
+        (
+            "sample_from_anchor",
+            lambda g: str(g.sample_from_anchor).lower(),
+            lambda g: g.sample_from_anchor_source.value,
+        ),
         ("layout", lambda g: g.layout, None),
         ("K_max", lambda g: str(g.max_speculative_tokens), None),
         ("query positions at K_max", lambda g: str(g.num_query_tokens), None),
@@ -225,7 +307,10 @@ def render(result: Any, *, check: bool, quiet: bool, no_color: bool, would_push:
             console.print("[bold]tensors[/bold]")
             for change in plan.tensor_changes:
                 what = f"rename → {safe_text(change.new_name)}" if change.action == "rename" else "drop"
-                console.print(f"  • {safe_text(change.name)} ({safe_text(change.file)}): {what}: {safe_text(change.reason)}", soft_wrap=True)
+                console.print(
+                    f"  • {safe_text(change.name)} ({safe_text(change.file)}): {what}: {safe_text(change.reason)}",
+                    soft_wrap=True,
+                )
         if result.files:
             files = Table(show_header=True, header_style="bold", box=None, padding=(0, 2))
             for column in ("file", "action", "bytes"):
@@ -266,7 +351,9 @@ def _render_last_line(console: Any, result: Any, *, check: bool, would_push: str
             parts = []
             if plan.config_changed:
                 keys = plan.changed_keys()
-                parts.append(f"config.json ({len(keys)} key(s): {', '.join(keys[:6])}{', ...' if len(keys) > 6 else ''})")
+                parts.append(
+                    f"config.json ({len(keys)} key(s): {', '.join(keys[:6])}{', ...' if len(keys) > 6 else ''})"
+                )
             if plan.tensor_changes:
                 parts.append(f"{len(plan.tensor_changes)} tensor(s)")
             verb = "[bold yellow]would change[/bold yellow]" if check else "[bold]would write[/bold]"

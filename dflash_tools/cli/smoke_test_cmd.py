@@ -197,7 +197,7 @@ def smoke_test_command(
             prompts_file or (loaded_preset.prompts if loaded_preset else None),
             relative_to=loaded_preset.path.parent if loaded_preset else None,
         )
-        prompt_texts = presets.load_prompts(
+        prompt_set = presets.load_prompts(
             prompts_path, num_prompts or (loaded_preset.num_prompts if loaded_preset else None)
         )
         engine_args = dict(loaded_preset.engine_args) if loaded_preset else {}
@@ -211,7 +211,8 @@ def smoke_test_command(
         options = SmokeOptions(
             target=target or (loaded_preset.target if loaded_preset else None),
             drafts=entries,
-            prompts=prompt_texts,
+            prompts=prompt_set.texts,
+            prompt_token_ids=prompt_set.token_ids,
             prompts_source=str(prompts_path),
             num_speculative_tokens=num_speculative_tokens
             or (loaded_preset.num_speculative_tokens if loaded_preset else None),
@@ -291,10 +292,12 @@ def _execute(
     console = stderr_console(no_color)
     live = sys.stderr.isatty()
     status: Status | None = None
+    current = ""
     console.print(f"[dim]requests, results and logs: {safe_text(work_dir)}[/dim]", soft_wrap=True)
 
     def on_start(run: RunPlan, log: Path) -> None:
-        nonlocal status
+        nonlocal status, current
+        current = safe_text(run.label)
         console.print(f"running {safe_text(run.label)} [dim](log: {safe_text(log)})[/dim]", soft_wrap=True)
         if live:
             status = console.status(f"{safe_text(run.label)}: starting")
@@ -302,7 +305,7 @@ def _execute(
 
     def on_progress(message: str) -> None:
         if status is not None:
-            status.update(f"{safe_text(message)}")
+            status.update(f"{current}: {safe_text(message)}")
 
     def on_done(run: RunPlan, result: contract.SmokeResult) -> None:
         nonlocal status
@@ -353,7 +356,7 @@ def _server_mode(
     result = run_server(
         ServerOptions(
             url=url,
-            prompts=options.prompts,
+            prompts=options.prompt_token_ids or options.prompts,
             max_tokens=options.max_tokens,
             model=model,
             api_key=api_key,
@@ -475,7 +478,7 @@ def render(document: dict[str, Any], *, no_color: bool = False) -> None:
         console.print(line, soft_wrap=True)
         for warning in verdict["warnings"]:
             console.print(f"  [yellow]note:[/yellow] {safe_text(warning)}", soft_wrap=True)
-        if draft.get("layout_comparison"):
+        if draft.get("layout_comparison") and draft["layout_comparison"]["outcome"] == "declared":
             console.print(f"  layouts: {safe_text(draft['layout_comparison']['message'])}", soft_wrap=True)
     if document.get("work_dir"):
         console.print(f"[dim]logs and results: {safe_text(document['work_dir'])}[/dim]", soft_wrap=True)

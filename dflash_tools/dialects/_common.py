@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -10,6 +11,10 @@ from dflash_tools.description import DecoderSpec
 from dflash_tools.findings import Finding, make_finding
 
 _MISSING = object()
+
+# Expected tensors are enumerated layer by layer: a hostile `num_hidden_layers` of 10**9 would
+# make inspect build billions of names. No draft (or target) comes near this many layers.
+MAX_DECODER_LAYERS = 1024
 
 
 class ConfigInvalid(Exception):
@@ -25,7 +30,12 @@ def is_int(value: Any) -> bool:
 
 
 def is_number(value: Any) -> bool:
-    return (isinstance(value, int | float) and not isinstance(value, bool)) and math.isfinite(value)
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        # math.isfinite(10**400) raises OverflowError: compare exactly instead.
+        return abs(value) <= sys.float_info.max
+    return math.isfinite(value)
 
 
 @dataclass
@@ -66,12 +76,17 @@ class ConfigView:
             )
         )
 
-    def get_int(self, key: str, default: int | None = None, *, minimum: int | None = 1) -> int | None:
+    def get_int(
+        self, key: str, default: int | None = None, *, minimum: int | None = 1, maximum: int | None = None
+    ) -> int | None:
         value = self.data.get(key, _MISSING)
         if value is _MISSING or value is None:
             return default
         if not is_int(value) or (minimum is not None and value < minimum):
             self._bad(key, value, "an integer" + (f" >= {minimum}" if minimum is not None else ""))
+            return default
+        if maximum is not None and value > maximum:
+            self._bad(key, value, f"an integer <= {maximum}")
             return default
         return int(value)
 
@@ -154,7 +169,7 @@ def read_decoder(view: ConfigView, fallback: ConfigView | None = None) -> Decode
         return fallback
 
     hidden = pick("hidden_size").get_int("hidden_size")
-    layers = pick("num_hidden_layers").get_int("num_hidden_layers")
+    layers = pick("num_hidden_layers").get_int("num_hidden_layers", maximum=MAX_DECODER_LAYERS)
     heads = pick("num_attention_heads").get_int("num_attention_heads")
     intermediate = pick("intermediate_size").get_int("intermediate_size")
     vocab = pick("vocab_size").get_int("vocab_size")

@@ -195,9 +195,7 @@ def render(
     decoder = module_for(desc.dialect).decoder_config(raw)
     # z-lab `is_causal: false` makes every layer bidirectional; without it sliding layers are
     # causal and full layers bidirectional, which is speculators' `false` (SPEC §8).
-    non_causal = (
-        sliding_window_non_causal(desc) if desc.dialect.family == "speculators" else desc.is_causal is False
-    )
+    non_causal = sliding_window_non_causal(desc) if desc.dialect.family == "speculators" else desc.is_causal is False
     base = base_config
     base_keys = set(base) if base is not None else set()
 

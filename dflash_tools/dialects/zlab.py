@@ -244,7 +244,15 @@ def render(
         owned_top = (
             set(top)
             | set(decoder_config(base))
-            | {"architectures", "is_causal", "block_size", "sample_from_anchor", "dflash_config", "target_layer_ids", "mask_token_id"}
+            | {
+                "architectures",
+                "is_causal",
+                "block_size",
+                "sample_from_anchor",
+                "dflash_config",
+                "target_layer_ids",
+                "mask_token_id",
+            }
         )
         top = merge_ordered(base, top, owned_top)
     return normalize(top, geometry)

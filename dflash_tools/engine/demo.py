@@ -29,7 +29,7 @@ mostly copy), which the bundled demo and the token-identity tests use.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -63,7 +63,7 @@ class PatternSpec:
     code_weight: float = 0.5
     own_weight: float = 0.7
     mask_marker: float = 1.0  # the mask token's embedding: this much on its own column
-    attention_gain: float = 3.0  # q_norm / k_norm weight on the copy dimension: score 4 * gain^2 at head_dim 16
+    attention_gain: float = 4.0  # q_norm / k_norm weight on the copy dimension: score 4 * gain^2 at head_dim 16
     alpha: float = 4.0  # logit bonus of T(t) over the rest of its cycle
     beta: float = 20.0  # logit bonus of t's cycle over other tokens
     tau: float = 10.0  # selector transition score of the right successor
@@ -300,7 +300,9 @@ def draft_tensors(
     h, d = dspec.hidden_size, dspec.head_dim
     q, kv, inter = dspec.num_attention_heads * d, dspec.num_key_value_heads * d, dspec.intermediate_size
     if q != h or kv != h:
-        raise ValueError("the copy construction needs num_attention_heads * head_dim == num_key_value_heads * head_dim == hidden_size")
+        raise ValueError(
+            "the copy construction needs num_attention_heads * head_dim == num_key_value_heads * head_dim == hidden_size"
+        )
     eye = np.eye(h)
     # Copy dimension: the last of the first half of each head, the pair RoPE rotates slowest, so the
     # score between a mask row and the anchor barely depends on their distance.
@@ -321,8 +323,10 @@ def draft_tensors(
             {
                 p + "input_layernorm.weight": np.ones(h),
                 p + "post_attention_layernorm.weight": np.ones(h),
-                p + "self_attn.q_proj.weight": (select_query if copy else 0.0) + _normal(rng, (q, h), noise / np.sqrt(h)),
-                p + "self_attn.k_proj.weight": (select_key if copy else 0.0) + _normal(rng, (kv, h), noise / np.sqrt(h)),
+                p + "self_attn.q_proj.weight": (select_query if copy else 0.0)
+                + _normal(rng, (q, h), noise / np.sqrt(h)),
+                p + "self_attn.k_proj.weight": (select_key if copy else 0.0)
+                + _normal(rng, (kv, h), noise / np.sqrt(h)),
                 p + "self_attn.v_proj.weight": (eye if copy else 0.0) + _normal(rng, (kv, h), noise / np.sqrt(h)),
                 p + "self_attn.o_proj.weight": (eye if copy else 0.0) + _normal(rng, (h, q), noise / np.sqrt(q)),
                 p + "self_attn.q_norm.weight": gain,
@@ -338,11 +342,26 @@ def draft_tensors(
                 base = np.zeros((2, taps, h))
                 base[:, 0] = 1.0  # identity: tap 0 passes the row through, later taps add nothing
                 tensors[f"{p}{conv}.base_kernel"] = base + _normal(rng, base.shape, noise * 0.1)
-                tensors[f"{p}{conv}.kernel_projection.weight"] = _normal(rng, (2 * taps * groups, h), noise * 0.1 / np.sqrt(h))
+                tensors[f"{p}{conv}.kernel_projection.weight"] = _normal(
+                    rng, (2 * taps * groups, h), noise * 0.1 / np.sqrt(h)
+                )
     width = len(dspec.target_layer_ids) * h
     tensors["fc.weight"] = _normal(rng, (h, width), noise / np.sqrt(width))
-    tensors["hidden_norm.weight"] = np.ones(h)
+    # The context features never carry the z column, so no context key can match a mask row's
+    # query the way the anchor's key does.
+    hidden_norm = np.ones(h)
+    hidden_norm[Z_COLUMN] = 0.0
+    tensors["hidden_norm.weight"] = hidden_norm
     tensors["norm.weight"] = np.ones(h)
+    if not dspec.full_vocab:
+        # speculators' reduced vocabulary: its own head over a subset, d2t = target id - draft id.
+        kept = reduced_vocabulary(dspec, spec)
+        _, target_head = pattern_embeddings(spec, seed)
+        tensors["lm_head.weight"] = target_head[kept]
+        tensors["d2t"] = kept - np.arange(len(kept))
+        t2d = np.zeros(dspec.vocab_size, dtype=bool)
+        t2d[kept] = True
+        tensors["t2d"] = t2d
     if dspec.algorithm == "dflash2":
         rank = dspec.selector_rank
         if rank < spec.max_cycle:
@@ -365,6 +384,16 @@ def draft_tensors(
     return tensors
 
 
+def reduced_vocabulary(dspec: testing.DraftSpec, spec: PatternSpec = PATTERN, keep_below: int = 30) -> np.ndarray:
+    """Target ids a reduced-vocabulary draft keeps, ascending: every token below `keep_below`
+    (whole cycles, so the pattern stays predictable there), then tokens from the top down."""
+    size = dspec.draft_vocab_size or dspec.vocab_size
+    if size < keep_below:
+        raise ValueError(f"draft_vocab_size {size} is below {keep_below}")
+    top = list(range(spec.vocab_size - 1, keep_below - 1, -1))[: size - keep_below]
+    return np.array(sorted(range(keep_below)) + sorted(top), dtype=np.int64)
+
+
 def to_bf16_bytes(array: np.ndarray) -> bytes:
     """Round float32 to bfloat16 (nearest, ties to even) and return little-endian bytes."""
     bits = np.ascontiguousarray(array, dtype=np.float32).view(np.uint32).astype(np.uint64)
@@ -379,6 +408,10 @@ def _encode(array: np.ndarray, dtype: str) -> bytes:
         return np.ascontiguousarray(array, dtype="<f4").tobytes()
     if dtype == "F16":
         return np.ascontiguousarray(array, dtype="<f2").tobytes()
+    if dtype == "I64":
+        return np.ascontiguousarray(array, dtype="<i8").tobytes()
+    if dtype == "BOOL":
+        return np.ascontiguousarray(array, dtype=np.bool_).tobytes()
     raise ValueError(f"unsupported dtype {dtype}")
 
 
@@ -387,15 +420,59 @@ def _write_json(path: Path, value: Any) -> None:
     path.write_text(json.dumps(value, indent=2) + "\n", encoding="utf-8")
 
 
-def write_target(folder: Path, spec: PatternSpec = PATTERN, *, noise: float = 0.0, dtype: str = "BF16", seed: int = DEMO_SEED) -> Path:
-    """A Hugging Face Qwen3ForCausalLM folder: config.json + model.safetensors (no tokenizer)."""
+def tokenizer_files(spec: PatternSpec = PATTERN) -> dict[str, dict[str, Any]]:
+    """A character-level tokenizer for the demo target: token id = code point below the EOS id,
+    anything else reads as "?". Plain `tokenizers` JSON, so writing it needs no library."""
+    special = [(spec.eos_token_id, "<eos>"), (spec.mask_token_id, "<mask>")]
+    tokenizer = {
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": [
+            {
+                "id": token_id,
+                "content": content,
+                "single_word": False,
+                "lstrip": False,
+                "rstrip": False,
+                "normalized": False,
+                "special": True,
+            }
+            for token_id, content in special
+        ],
+        "normalizer": None,
+        "pre_tokenizer": {"type": "Split", "pattern": {"Regex": "[\\s\\S]"}, "behavior": "Isolated", "invert": False},
+        "post_processor": None,
+        "decoder": {"type": "Fuse"},
+        "model": {"type": "WordLevel", "vocab": {chr(i): i for i in range(spec.eos_token_id)}, "unk_token": "?"},
+    }
+    config = {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "eos_token": "<eos>",
+        "unk_token": "?",
+        "model_max_length": 4096,
+        "chat_template": "{% for message in messages %}{{ message['content'] }}{% endfor %}",
+    }
+    return {"tokenizer.json": tokenizer, "tokenizer_config.json": config}
+
+
+def write_target(
+    folder: Path, spec: PatternSpec = PATTERN, *, noise: float = 0.0, dtype: str = "BF16", seed: int = DEMO_SEED
+) -> Path:
+    """A Hugging Face Qwen3ForCausalLM folder: config.json, model.safetensors, a character tokenizer."""
     tensors = target_tensors(spec, noise=noise, seed=seed)
     table = [(name, dtype, tuple(value.shape)) for name, value in tensors.items()]
-    testing.write_safetensors(folder / "model.safetensors", table, data={n: _encode(v, dtype) for n, v in tensors.items()})
+    testing.write_safetensors(
+        folder / "model.safetensors", table, data={n: _encode(v, dtype) for n, v in tensors.items()}
+    )
     config = target_config(spec)
     config["dtype"] = {"BF16": "bfloat16", "F32": "float32", "F16": "float16"}[dtype]
     _write_json(folder / "config.json", config)
-    _write_json(folder / "generation_config.json", {"bos_token_id": 0, "eos_token_id": spec.eos_token_id, "do_sample": False})
+    _write_json(
+        folder / "generation_config.json", {"bos_token_id": 0, "eos_token_id": spec.eos_token_id, "do_sample": False}
+    )
+    for name, document in tokenizer_files(spec).items():
+        _write_json(folder / name, document)
     return folder
 
 
@@ -428,11 +505,13 @@ DEMO_DRAFTS: dict[str, tuple[str, str, bool]] = {
     "zlab-dflash2-anchor-first": ("zlab-dflash2", "dflash2", True),
 }
 # The bundled demo: a target that mostly follows the pattern, drafts that mostly copy.
-DEMO_TARGET_NOISE = 0.3
+DEMO_TARGET_NOISE = 0.6
 DEMO_DRAFT_NOISE = 0.1
 
 
-def write_demo(root: Path, *, target_noise: float = DEMO_TARGET_NOISE, draft_noise: float = DEMO_DRAFT_NOISE) -> dict[str, Path]:
+def write_demo(
+    root: Path, *, target_noise: float = DEMO_TARGET_NOISE, draft_noise: float = DEMO_DRAFT_NOISE
+) -> dict[str, Path]:
     """Write `target/` and one folder per entry of DEMO_DRAFTS under `root`; deterministic."""
     written = {"target": write_target(root / "target", noise=target_noise)}
     for name, (dialect, algorithm, sfa) in DEMO_DRAFTS.items():
@@ -450,10 +529,6 @@ def demo_prompts(count: int = 4, length: int = 12, *, seed: int = DEMO_SEED) -> 
 
 def bundled_demo_dir() -> Path:
     return Path(__file__).resolve().parent.parent / "examples" / DEMO_DIR_NAME
-
-
-def with_layout(dspec: testing.DraftSpec, sample_from_anchor: bool) -> testing.DraftSpec:
-    return replace(dspec, sample_from_anchor=sample_from_anchor, block_size=7 if sample_from_anchor else 8)
 
 
 if __name__ == "__main__":  # pragma: no cover - maintenance entry point (regenerates the bundle)

@@ -37,6 +37,7 @@ successor_codebook[c, r]`; the first maximum is the draft and becomes `prev`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
@@ -77,7 +78,9 @@ def layer_attention(desc: DraftDescription) -> list[LayerAttention]:
         else:
             types = ["full_attention"] * count
     if len(types) < count:
-        raise OperationError(f"layer_types has {len(types)} entries for {count} layers", "list one type per draft layer")
+        raise OperationError(
+            f"layer_types has {len(types)} entries for {count} layers", "list one type per draft layer"
+        )
     family = desc.dialect.family
     all_layers = desc.is_causal if family == "zlab" else None
     if all_layers is None and family == "zlab" and isinstance(dflash_config.get("causal"), bool):
@@ -116,18 +119,23 @@ class DraftState:
         return int(self.positions.shape[0])
 
 
-class _Layer:
-    def __init__(self, prefix: str, get: object, has_conv: bool) -> None:
-        fetch = get  # a callable name -> tensor | None
+Fetch = Callable[[str], "torch.Tensor | None"]
 
+
+def need_tensor(get: Fetch, name: str, owner: str = "draft") -> torch.Tensor:
+    value = get(name)
+    if value is None:
+        raise OperationError(f"{owner} tensor {name} is missing", f"run `dflash-tools inspect` on the {owner}")
+    return value
+
+
+class _Layer:
+    def __init__(self, prefix: str, get: Fetch, has_conv: bool) -> None:
         def need(name: str) -> torch.Tensor:
-            value = fetch(prefix + name)  # type: ignore[operator]
-            if value is None:
-                raise OperationError(f"draft tensor {prefix + name} is missing", "run `dflash-tools inspect` on the draft")
-            return value  # type: ignore[no-any-return]
+            return need_tensor(get, prefix + name)
 
         def maybe(name: str) -> torch.Tensor | None:
-            return fetch(prefix + name)  # type: ignore[operator, no-any-return]
+            return get(prefix + name)
 
         self.input_layernorm = need("input_layernorm.weight")
         self.post_attention_layernorm = need("post_attention_layernorm.weight")
@@ -146,9 +154,7 @@ class _Layer:
                 self.convs[conv] = (need(conv + ".base_kernel"), need(conv + ".kernel_projection.weight"))
 
 
-def grouped_conv(
-    rows: torch.Tensor, base: torch.Tensor, dynamic: torch.Tensor, group_size: int
-) -> torch.Tensor:
+def grouped_conv(rows: torch.Tensor, base: torch.Tensor, dynamic: torch.Tensor, group_size: int) -> torch.Tensor:
     """One side of the DFlash2 convolution over one block.
 
     rows [Q, H]; base [T, H]; dynamic [Q, T, G] with G = H / group_size. Row l reads rows l - o for
@@ -192,9 +198,13 @@ class DraftModel:
         self.eps = float(decoder.rms_norm_eps or DEFAULT_RMS_NORM_EPS)
         self.mask_token_id = desc.mask_token_id
         if self.mask_token_id is None:
-            raise OperationError("the draft config has no mask_token_id", "add mask_token_id where the dialect keeps it")
+            raise OperationError(
+                "the draft config has no mask_token_id", "add mask_token_id where the dialect keeps it"
+            )
         self.attention = layer_attention(desc)
-        self.inverse_frequencies, self.position_scale = ops.rope_inverse_frequencies(self.head_dim, decoder.rope, "draft")
+        self.inverse_frequencies, self.position_scale = ops.rope_inverse_frequencies(
+            self.head_dim, decoder.rope, "draft"
+        )
         self.scale = self.head_dim**-0.5
 
         def get(name: str) -> torch.Tensor | None:
@@ -204,9 +214,9 @@ class DraftModel:
         self.spec2 = desc.dflash2
         is_dflash2 = desc.algorithm is Algorithm.DFLASH2
         self.layers = [_Layer(f"layers.{i}.", get, is_dflash2) for i in range(decoder.num_hidden_layers)]
-        self.fc = self._need(get, "fc.weight")
-        self.hidden_norm = self._need(get, "hidden_norm.weight")
-        self.norm = self._need(get, "norm.weight")
+        self.fc = need_tensor(get, "fc.weight")
+        self.hidden_norm = need_tensor(get, "hidden_norm.weight")
+        self.norm = need_tensor(get, "norm.weight")
 
         own_embed = get("embed_tokens.weight")
         self.embeddings = own_embed if own_embed is not None else target_embeddings.to(device=device, dtype=dtype)
@@ -218,6 +228,12 @@ class DraftModel:
             self.draft_to_target = torch.arange(d2t.shape[0], device=device) + d2t.to(device=device, dtype=torch.long)
         elif own_head is not None and own_head.shape[0] == target_lm_head.shape[0]:
             self.lm_head = own_head
+        elif own_head is not None:
+            raise OperationError(
+                f"lm_head.weight has {own_head.shape[0]} rows, the target's vocabulary {target_lm_head.shape[0]}, "
+                "and there is no d2t to map draft ids to target ids",
+                "restore the draft's d2t tensor",
+            )
         else:
             self.lm_head = target_lm_head.to(device=device, dtype=dtype)
         if self.embeddings.shape[1] != self.hidden_size or self.lm_head.shape[1] != self.hidden_size:
@@ -248,21 +264,16 @@ class DraftModel:
             self.softcap = float(cap) if cap else None
             if use_selector is None or use_selector:
                 if self.draft_to_target is not None:
-                    raise OperationError("DFlash2 needs the full target vocabulary; this draft has a reduced one (d2t)", "")
+                    raise OperationError(
+                        "DFlash2 needs the full target vocabulary; this draft has a reduced one (d2t)", ""
+                    )
                 self.selector = (
-                    self._need(get, "candidate_selector.predecessor_codebook"),
-                    self._need(get, "candidate_selector.successor_codebook"),
-                    self._need(get, "candidate_selector.hidden_projection.weight"),
+                    need_tensor(get, "candidate_selector.predecessor_codebook"),
+                    need_tensor(get, "candidate_selector.successor_codebook"),
+                    need_tensor(get, "candidate_selector.hidden_projection.weight"),
                 )
         elif use_selector:
             raise OperationError("algorithm dflash2 requested, but the draft is a plain DFlash draft", "")
-
-    @staticmethod
-    def _need(get: object, name: str) -> torch.Tensor:
-        value = get(name)  # type: ignore[operator]
-        if value is None:
-            raise OperationError(f"draft tensor {name} is missing", "run `dflash-tools inspect` on the draft")
-        return value  # type: ignore[no-any-return]
 
     @property
     def fc_input_width(self) -> int:

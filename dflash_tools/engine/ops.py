@@ -113,7 +113,9 @@ def resolve_dtype(name: str | None, device: torch.device) -> torch.dtype:
         "float64": torch.float64,
     }
     if name not in table:
-        raise OperationError(f"dtype {name!r} is not one of {', '.join(sorted(table))}", "pass --dtype bfloat16, float16 or float32")
+        raise OperationError(
+            f"dtype {name!r} is not one of {', '.join(sorted(table))}", "pass --dtype bfloat16, float16 or float32"
+        )
     return table[name]
 
 

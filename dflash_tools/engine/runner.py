@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import traceback
@@ -28,12 +29,14 @@ from dflash_tools.smoke.contract import (
 )
 
 ENGINE = "torch"
+SMALL_HIDDEN_SIZE = 1024
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
 # engine_args the torch engine reads; anything else (vLLM's LLM kwargs) is reported as ignored.
 ENGINE_ARGS = {
     "target_impl": "auto | builtin | transformers: how the target runs (auto: transformers when installed)",
     "ignore_eos": "keep generating past EOS (default false, as vLLM)",
     "trust_remote_code": "passed to transformers when loading the target and its tokenizer",
-    "num_threads": "torch CPU threads",
+    "num_threads": "torch CPU threads (default: 1 for drafts up to hidden size 1024 on CPU, else torch's)",
     "warmup": "run one short untimed request first (default true)",
 }
 
@@ -56,23 +59,29 @@ def run_request(request: dict[str, Any]) -> dict[str, Any]:
         return dict(failed_result(ENGINE, f"{type(exc).__name__}: {first}"))
 
 
-def _tokenize(request: SmokeRequest, target_source: str, trust_remote_code: bool) -> tuple[list[list[int]], Any]:
-    ids = request["prompt_token_ids"]
-    tokenizer: Any = None
+def _load_tokenizer(target_source: str, revision: str | None, trust_remote_code: bool) -> Any:
+    """The target's tokenizer, or None (no transformers, or no tokenizer files: the demo)."""
     try:
         from transformers import AutoTokenizer
     except ImportError:
-        AutoTokenizer = None  # noqa: N806 - the class or nothing
-    if AutoTokenizer is not None:
-        folder = resolve_target_folder(target_source)
-        try:
-            tokenizer = AutoTokenizer.from_pretrained(
-                str(folder) if folder is not None else target_source.removeprefix("hf://"),
-                revision=request.get("target_revision"),
-                trust_remote_code=trust_remote_code,
-            )
-        except (OSError, ValueError, TypeError):
-            tokenizer = None
+        return None
+    folder = resolve_target_folder(target_source)
+    if folder is not None and not any((folder / name).is_file() for name in TOKENIZER_FILES):
+        # Recent transformers builds an empty tokenizer from a folder without any.
+        return None
+    try:
+        return AutoTokenizer.from_pretrained(
+            str(folder) if folder is not None else target_source.removeprefix("hf://"),
+            revision=revision,
+            trust_remote_code=trust_remote_code,
+        )
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def _tokenize(request: SmokeRequest, target_source: str, trust_remote_code: bool) -> tuple[list[list[int]], Any]:
+    ids = request["prompt_token_ids"]
+    tokenizer = _load_tokenizer(target_source, request.get("target_revision"), trust_remote_code)
     if ids is not None:
         return [list(row) for row in ids], tokenizer
     if tokenizer is None:
@@ -107,8 +116,6 @@ def _bool_arg(args: dict[str, Any], key: str, default: bool) -> bool:
 def _run(request: SmokeRequest) -> dict[str, Any]:
     args = dict(request["engine_args"])
     ignored = sorted(k for k in args if k not in ENGINE_ARGS)
-    if "num_threads" in args:
-        torch.set_num_threads(int(args["num_threads"]))
     ignore_eos = _bool_arg(args, "ignore_eos", False)
     trust_remote_code = _bool_arg(args, "trust_remote_code", False)
     warmup = _bool_arg(args, "warmup", True)
@@ -120,11 +127,20 @@ def _run(request: SmokeRequest) -> dict[str, Any]:
         request["draft"], revision=request["revision"], overrides=dict(request.get("draft_config_overrides") or {})
     )
     desc = checkpoint.description
+    if "num_threads" in args:
+        torch.set_num_threads(int(args["num_threads"]))
+    elif device.type == "cpu" and desc.decoder.hidden_size <= SMALL_HIDDEN_SIZE:
+        # Tiny matrices: thread hand-offs cost more than the arithmetic (10x on the demo).
+        torch.set_num_threads(1)
     algorithm = request["algorithm"]
     if algorithm not in ("dflash", "dflash2"):
-        raise OperationError(f"algorithm {algorithm!r} is not implemented in the torch engine (dflash, dflash2 are)", "use --engine vllm")
+        raise OperationError(
+            f"algorithm {algorithm!r} is not implemented in the torch engine (dflash, dflash2 are)", "use --engine vllm"
+        )
     if algorithm == "dflash2" and desc.algorithm is not Algorithm.DFLASH2:
-        raise OperationError(f"algorithm dflash2 requested, but {request['draft']} is a {desc.algorithm.value} draft", "")
+        raise OperationError(
+            f"algorithm dflash2 requested, but {request['draft']} is a {desc.algorithm.value} draft", ""
+        )
     # A DFlash2 draft served as "dflash" keeps its convolutions and drops the selector walk, the way
     # a runner without the candidate head drafts it (per-position argmax).
     use_selector = algorithm == "dflash2"
@@ -189,6 +205,7 @@ def build_result(
         "target_time_s": run.target_s,
         "draft_time_fraction": draft_fraction,
         "ignore_eos": ignore_eos,
+        "num_threads": torch.get_num_threads(),
         "context_consistent": run.anchor_positions == run.context_lengths,
     }
     if ignored:
@@ -223,8 +240,6 @@ def build_result(
         }
         result["token_identical"] = baseline.outputs == run.outputs
     if tokenizer is not None:
-        try:
+        with contextlib.suppress(TypeError, ValueError, IndexError, OverflowError):
             result["output_texts"] = [tokenizer.decode(o, skip_special_tokens=True) for o in run.outputs]
-        except (TypeError, ValueError, IndexError, OverflowError):
-            pass
     return result

@@ -21,11 +21,12 @@ import sys
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 
 from dflash_tools.engine import ops
+from dflash_tools.engine.draft import Fetch, need_tensor
 from dflash_tools.errors import OperationError, SourceError
 from dflash_tools.source import EXAMPLE_PREFIX, examples_dir, looks_like_repo_id
 
@@ -48,7 +49,9 @@ class TargetModel(ABC):
     def reset(self) -> None: ...
 
     @abstractmethod
-    def forward(self, token_ids: Sequence[int], capture: Sequence[int] = ()) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def forward(
+        self, token_ids: Sequence[int], capture: Sequence[int] = ()
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Run `token_ids` after the cache. Returns logits [n, V] and, when `capture` names hidden-state
         indices, their concatenation [n, len(capture) * H] (else None)."""
 
@@ -68,14 +71,16 @@ def resolve_target_folder(source: str) -> Path | None:
     if source.startswith(EXAMPLE_PREFIX):
         folder = examples_dir() / source[len(EXAMPLE_PREFIX) :]
         if not (folder / "config.json").is_file():
-            raise SourceError(f"no bundled example named {source[len(EXAMPLE_PREFIX):]!r}", "")
+            raise SourceError(f"no bundled example named {source[len(EXAMPLE_PREFIX) :]!r}", "")
         return folder
     path = Path(source).expanduser()
     if path.exists():
         return path if path.is_dir() else path.parent
     if looks_like_repo_id(source):
         return None
-    raise SourceError(f"target {source}: no such folder and not a Hugging Face repo id", "pass --target with a folder or owner/name")
+    raise SourceError(
+        f"target {source}: no such folder and not a Hugging Face repo id", "pass --target with a folder or owner/name"
+    )
 
 
 def _eos_ids(*configs: dict[str, Any]) -> frozenset[int]:
@@ -99,6 +104,26 @@ def _read_json(path: Path) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+class _TargetLayer:
+    """One decoder layer; q/k norms (Qwen3) and q/k/v/o biases (Qwen2) are used when present."""
+
+    def __init__(self, prefix: str, get: Fetch) -> None:
+        def need(name: str) -> torch.Tensor:
+            return need_tensor(get, prefix + name, "target")
+
+        self.input_layernorm = need("input_layernorm.weight")
+        self.post_attention_layernorm = need("post_attention_layernorm.weight")
+        self.q_proj, self.q_bias = need("self_attn.q_proj.weight"), get(prefix + "self_attn.q_proj.bias")
+        self.k_proj, self.k_bias = need("self_attn.k_proj.weight"), get(prefix + "self_attn.k_proj.bias")
+        self.v_proj, self.v_bias = need("self_attn.v_proj.weight"), get(prefix + "self_attn.v_proj.bias")
+        self.o_proj, self.o_bias = need("self_attn.o_proj.weight"), get(prefix + "self_attn.o_proj.bias")
+        self.q_norm = get(prefix + "self_attn.q_norm.weight")
+        self.k_norm = get(prefix + "self_attn.k_norm.weight")
+        self.gate = need("mlp.gate_proj.weight")
+        self.up = need("mlp.up_proj.weight")
+        self.down = need("mlp.down_proj.weight")
+
+
 class BuiltinTarget(TargetModel):
     """Qwen3-style decoder (q/k norms and q/k/v biases used when present), full causal attention."""
 
@@ -119,7 +144,10 @@ class BuiltinTarget(TargetModel):
                 "install transformers (pip install 'dflash-tools[torch]') to run any Hugging Face causal LM",
             )
         if config.get("use_sliding_window") and "sliding_attention" in (config.get("layer_types") or []):
-            raise OperationError(f"target {folder}: sliding-window layers are not implemented by the built-in target", "install transformers")
+            raise OperationError(
+                f"target {folder}: sliding-window layers are not implemented by the built-in target",
+                "install transformers",
+            )
         self.eos_token_ids = _eos_ids(config, _read_json(folder / "generation_config.json"))
         self.device, self.dtype = device, dtype
         self.hidden_size = int(config["hidden_size"])
@@ -132,7 +160,9 @@ class BuiltinTarget(TargetModel):
         for key in ("rope_theta", "rope_scaling", "partial_rotary_factor"):
             if key in config and key not in rope and config[key] is not None:
                 rope[key] = config[key]
-        self.inverse_frequencies, self.position_scale = ops.rope_inverse_frequencies(self.head_dim, rope, f"target {folder}")
+        self.inverse_frequencies, self.position_scale = ops.rope_inverse_frequencies(
+            self.head_dim, rope, f"target {folder}"
+        )
         files = sorted(folder.glob("*.safetensors"))
         if not files:
             raise SourceError(f"target {folder}: no *.safetensors weights", "download the target's weights")
@@ -144,43 +174,11 @@ class BuiltinTarget(TargetModel):
             value = raw.get(name)
             return None if value is None else value.to(device=device, dtype=dtype)
 
-        def need(name: str) -> torch.Tensor:
-            value = get(name)
-            if value is None:
-                raise OperationError(f"target tensor {name} is missing from {folder}", "")
-            return value
-
-        self.embed = need("model.embed_tokens.weight")
+        self.embed = need_tensor(get, "model.embed_tokens.weight", "target")
         head = get("lm_head.weight")
         self.head = head if head is not None else self.embed
-        self.final_norm = need("model.norm.weight")
-        self.layers: list[dict[str, torch.Tensor | None]] = []
-        for index in range(self.num_layers):
-            p = f"model.layers.{index}."
-            layer: dict[str, torch.Tensor | None] = {
-                name: need(p + name)
-                for name in (
-                    "input_layernorm.weight",
-                    "post_attention_layernorm.weight",
-                    "self_attn.q_proj.weight",
-                    "self_attn.k_proj.weight",
-                    "self_attn.v_proj.weight",
-                    "self_attn.o_proj.weight",
-                    "mlp.gate_proj.weight",
-                    "mlp.up_proj.weight",
-                    "mlp.down_proj.weight",
-                )
-            }
-            for name in (
-                "self_attn.q_norm.weight",
-                "self_attn.k_norm.weight",
-                "self_attn.q_proj.bias",
-                "self_attn.k_proj.bias",
-                "self_attn.v_proj.bias",
-                "self_attn.o_proj.bias",
-            ):
-                layer[name] = get(p + name)
-            self.layers.append(layer)
+        self.final_norm = need_tensor(get, "model.norm.weight", "target")
+        self.layers = [_TargetLayer(f"model.layers.{index}.", get) for index in range(self.num_layers)]
         self.reset()
 
     @property
@@ -205,7 +203,9 @@ class BuiltinTarget(TargetModel):
     def _heads(self, x: torch.Tensor, count: int) -> torch.Tensor:
         return x.view(x.shape[0], count, self.head_dim).transpose(0, 1)
 
-    def forward(self, token_ids: Sequence[int], capture: Sequence[int] = ()) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def forward(
+        self, token_ids: Sequence[int], capture: Sequence[int] = ()
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         start = self.length
         count = len(token_ids)
         ids = torch.tensor(list(token_ids), dtype=torch.long, device=self.device)
@@ -218,21 +218,21 @@ class BuiltinTarget(TargetModel):
         states: dict[int, torch.Tensor] = {0: hidden} if 0 in wanted else {}
         scale = self.head_dim**-0.5
         for index, layer in enumerate(self.layers):
-            rows = ops.rms_norm(hidden, layer["input_layernorm.weight"], self.eps)  # type: ignore[arg-type]
-            queries = self._heads(ops.linear(rows, layer["self_attn.q_proj.weight"], layer["self_attn.q_proj.bias"]), self.num_heads)  # type: ignore[arg-type]
-            keys = self._heads(ops.linear(rows, layer["self_attn.k_proj.weight"], layer["self_attn.k_proj.bias"]), self.num_kv_heads)  # type: ignore[arg-type]
-            values = self._heads(ops.linear(rows, layer["self_attn.v_proj.weight"], layer["self_attn.v_proj.bias"]), self.num_kv_heads)  # type: ignore[arg-type]
-            if layer["self_attn.q_norm.weight"] is not None:
-                queries = ops.rms_norm(queries, layer["self_attn.q_norm.weight"], self.eps)
-            if layer["self_attn.k_norm.weight"] is not None:
-                keys = ops.rms_norm(keys, layer["self_attn.k_norm.weight"], self.eps)
+            rows = ops.rms_norm(hidden, layer.input_layernorm, self.eps)
+            queries = self._heads(ops.linear(rows, layer.q_proj, layer.q_bias), self.num_heads)
+            keys = self._heads(ops.linear(rows, layer.k_proj, layer.k_bias), self.num_kv_heads)
+            values = self._heads(ops.linear(rows, layer.v_proj, layer.v_bias), self.num_kv_heads)
+            if layer.q_norm is not None:
+                queries = ops.rms_norm(queries, layer.q_norm, self.eps)
+            if layer.k_norm is not None:
+                keys = ops.rms_norm(keys, layer.k_norm, self.eps)
             queries, keys = ops.apply_rope(queries, cos, sin), ops.apply_rope(keys, cos, sin)
             self.keys[index] = torch.cat((self.keys[index], keys), dim=1)
             self.values[index] = torch.cat((self.values[index], values), dim=1)
             attended = ops.attention(queries, self.keys[index], self.values[index], allowed, scale)
-            hidden = hidden + ops.linear(attended, layer["self_attn.o_proj.weight"], layer["self_attn.o_proj.bias"])  # type: ignore[arg-type]
-            rows = ops.rms_norm(hidden, layer["post_attention_layernorm.weight"], self.eps)  # type: ignore[arg-type]
-            hidden = hidden + ops.silu_mlp(rows, layer["mlp.gate_proj.weight"], layer["mlp.up_proj.weight"], layer["mlp.down_proj.weight"])  # type: ignore[arg-type]
+            hidden = hidden + ops.linear(attended, layer.o_proj, layer.o_bias)
+            rows = ops.rms_norm(hidden, layer.post_attention_layernorm, self.eps)
+            hidden = hidden + ops.silu_mlp(rows, layer.gate, layer.up, layer.down)
             if index + 1 in wanted and index + 1 < self.num_layers:
                 states[index + 1] = hidden
         hidden = ops.rms_norm(hidden, self.final_norm, self.eps)
@@ -282,8 +282,12 @@ class TransformersTarget(TargetModel):
                 source, revision=revision, dtype=dtype, trust_remote_code=trust_remote_code
             )
         except (OSError, ValueError) as exc:
-            raise OperationError(f"target {source}: transformers cannot load it: {str(exc).splitlines()[0]}", "") from None
-        self.model = model.to(device).eval()
+            raise OperationError(
+                f"target {source}: transformers cannot load it: {str(exc).splitlines()[0]}", ""
+            ) from None
+        self.model: Any = cast(Any, model)
+        self.model.to(device)
+        self.model.eval()
         self.device, self.dtype = device, dtype
         parameters = inspect.signature(self.model.forward).parameters
         self._cache_keyword = "cache" if "cache" in parameters else "past_key_values"
@@ -321,16 +325,20 @@ class TransformersTarget(TargetModel):
         self._cache, self._cached = None, 0
 
     def embedding_weight(self) -> torch.Tensor:
-        return self.model.get_input_embeddings().weight.detach()  # type: ignore[no-any-return]
+        weight: torch.Tensor = self.model.get_input_embeddings().weight.detach()
+        return weight
 
     def lm_head_weight(self) -> torch.Tensor:
         head = self.model.get_output_embeddings()
         if head is None:
             raise OperationError(f"target {self.name}: no output embeddings (LM head)", "")
-        return head.weight.detach()  # type: ignore[no-any-return]
+        weight: torch.Tensor = head.weight.detach()
+        return weight
 
     @torch.inference_mode()
-    def forward(self, token_ids: Sequence[int], capture: Sequence[int] = ()) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def forward(
+        self, token_ids: Sequence[int], capture: Sequence[int] = ()
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         new = list(token_ids)
         pending = self._tokens[self._cached :] + new
         start = self._cached
@@ -388,6 +396,8 @@ def load_target(
         from huggingface_hub import snapshot_download
 
         folder = Path(
-            snapshot_download(source.removeprefix("hf://"), revision=revision, allow_patterns=["*.json", "*.safetensors"])
+            snapshot_download(
+                source.removeprefix("hf://"), revision=revision, allow_patterns=["*.json", "*.safetensors"]
+            )
         )
     return BuiltinTarget(folder, device=device, dtype=dtype, name=source)

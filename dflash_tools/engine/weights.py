@@ -76,9 +76,7 @@ def read_tensors(folder: Path, loaded: LoadedCheckpoint) -> dict[str, torch.Tens
     return tensors
 
 
-def load_draft(
-    source: str, *, revision: str | None = None, overrides: dict[str, Any] | None = None
-) -> DraftCheckpoint:
+def load_draft(source: str, *, revision: str | None = None, overrides: dict[str, Any] | None = None) -> DraftCheckpoint:
     """Config -> description (errors refused with the finding's message) -> weights."""
     loaded = load_checkpoint(source, revision=revision)
     broken = [f for f in loaded.findings if f.severity is Severity.ERROR]

@@ -235,6 +235,11 @@ def parse_prometheus_text(text: str) -> list[Sample]:
     return samples
 
 
+def canonical_name(name: str) -> str:
+    """OpenMetrics output of newer prometheus clients escapes `vllm:` to `vllm_`."""
+    return "vllm:" + name[len("vllm_") :] if name.startswith("vllm_") else name
+
+
 def counters_from_prometheus(text: str, *, model_name: str | None = None) -> SpecDecodeCounters | None:
     """The four counters from a `/metrics` page, summed over engines (None if absent)."""
     totals = dict.fromkeys(_SCALARS, 0)
@@ -244,7 +249,7 @@ def counters_from_prometheus(text: str, *, model_name: str | None = None) -> Spe
         if not sample.name.endswith("_total") or not _labels_match(sample.labels, model_name):
             # `_created` timestamps and gauges share the prefix; only counter totals count.
             continue
-        name = sample.name.removesuffix("_total")
+        name = canonical_name(sample.name).removesuffix("_total")
         if name in totals:
             totals[name] += _count(sample.value, sample.name)
             seen = True
@@ -270,6 +275,6 @@ def model_names(text: str) -> list[str]:
     names = {
         s.labels["model_name"]
         for s in parse_prometheus_text(text)
-        if s.name.startswith("vllm:spec_decode_") and "model_name" in s.labels
+        if canonical_name(s.name).startswith("vllm:spec_decode_") and "model_name" in s.labels
     }
     return sorted(names)

@@ -48,6 +48,7 @@ class SmokeOptions:
     drafts: list[DraftEntry]
     prompts: list[str]
     prompts_source: str = ""
+    prompt_token_ids: list[list[int]] | None = None
     num_speculative_tokens: int | None = None
     engine: str = "vllm"  # already resolved from "auto"
     device: str | None = None
@@ -371,7 +372,7 @@ def _request(
         "sample_from_anchor": sample_from_anchor,
         "num_query_tokens": queries,
         "prompts": list(options.prompts),
-        "prompt_token_ids": None,
+        "prompt_token_ids": [list(ids) for ids in options.prompt_token_ids] if options.prompt_token_ids else None,
         "max_tokens": options.max_tokens,
         "baseline": False,
         "seed": options.seed,

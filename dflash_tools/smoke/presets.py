@@ -215,31 +215,59 @@ def resolve_prompts_path(name: str | None, *, relative_to: Path | None = None) -
     raise UsageError(f"prompts file {name}: not found", f"pass --prompts FILE (JSONL) or a name in {prompts_dir()}")
 
 
-def load_prompts(path: Path, limit: int | None = None) -> list[str]:
-    """JSONL: one JSON object with a "prompt" string per line, or one JSON string per line."""
+@dataclass
+class PromptSet:
+    """Prompts as text, or pre-tokenized (`token_ids`, then `texts` is empty)."""
+
+    texts: list[str]
+    token_ids: list[list[int]] | None = None
+
+    def __len__(self) -> int:
+        return len(self.token_ids) if self.token_ids is not None else len(self.texts)
+
+
+def _token_ids(value: Any) -> list[int] | None:
+    if not isinstance(value, list) or not value:
+        return None
+    if not all(isinstance(t, int) and not isinstance(t, bool) and t >= 0 for t in value):
+        return None
+    return value
+
+
+def load_prompts(path: Path, limit: int | None = None) -> PromptSet:
+    """JSONL, one prompt per line: {"prompt": "..."}, a bare JSON string, or
+    {"prompt_token_ids": [...]} (a target without a tokenizer); one kind per file."""
+    hint = 'write one {"prompt": "..."} (or {"prompt_token_ids": [...]}) per line'
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"prompts file {path}: cannot read ({exc})", "pass a UTF-8 JSONL file") from None
-    prompts: list[str] = []
+    texts: list[str] = []
+    token_ids: list[list[int]] = []
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         try:
             value = json.loads(line)
         except ValueError as exc:
-            raise UsageError(
-                f"prompts file {path}: line {number} is not JSON ({exc.args[0]})",
-                'write one {"prompt": "..."} per line',
-            ) from None
+            raise UsageError(f"prompts file {path}: line {number} is not JSON ({exc.args[0]})", hint) from None
+        if isinstance(value, dict) and "prompt_token_ids" in value:
+            ids = _token_ids(value["prompt_token_ids"])
+            if ids is None:
+                raise UsageError(
+                    f"prompts file {path}: line {number}: prompt_token_ids is not a list of token ids", hint
+                )
+            token_ids.append(ids)
+            continue
         if isinstance(value, dict):
             value = value.get("prompt")
         if not isinstance(value, str) or not value.strip():
-            raise UsageError(
-                f"prompts file {path}: line {number}: prompt is missing or empty",
-                'write one {"prompt": "..."} per line',
-            )
-        prompts.append(value)
-    if not prompts:
-        raise UsageError(f"prompts file {path}: no prompts", 'write one {"prompt": "..."} per line')
-    return prompts[:limit] if limit else prompts
+            raise UsageError(f"prompts file {path}: line {number}: prompt is missing or empty", hint)
+        texts.append(value)
+    if texts and token_ids:
+        raise UsageError(f"prompts file {path}: mixes text prompts and prompt_token_ids", "use one kind per file")
+    if token_ids:
+        return PromptSet([], token_ids[:limit] if limit else token_ids)
+    if not texts:
+        raise UsageError(f"prompts file {path}: no prompts", hint)
+    return PromptSet(texts[:limit] if limit else texts)

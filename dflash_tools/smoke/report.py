@@ -232,7 +232,8 @@ def build_document(
         "vllm": plan.capability.to_dict() if plan.capability else None,
         "prompts": {
             "source": options.prompts_source,
-            "count": len(options.prompts),
+            "count": len(options.prompt_token_ids) if options.prompt_token_ids else len(options.prompts),
+            "tokenized": options.prompt_token_ids is not None,
             "max_tokens": options.max_tokens,
             "chat": options.chat,
             "enable_thinking": options.enable_thinking,

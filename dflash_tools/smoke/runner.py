@@ -125,7 +125,7 @@ def run_child(
     command = [*child_command(), "--request", str(files.request), "--result", str(files.result)]
     started = time.monotonic()
     with open(files.log, "wb") as log:
-        log.write(f"{PROGRESS_PREFIX}starting: {shlex.join(command)}\n".encode())
+        log.write(f"[dflash-tools launcher] {shlex.join(command)}\n".encode())
         log.flush()
         try:
             process = subprocess.Popen(

@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from dflash_tools.errors import OperationError, SourceError
+from dflash_tools.errors import OperationError, SourceError, UsageError
 from dflash_tools.smoke import contract
 from dflash_tools.smoke.metrics import MetricsError, SpecDecodeCounters, counters_from_prometheus
 
@@ -27,7 +27,7 @@ ENGINE = "vllm-server"
 @dataclass
 class ServerOptions:
     url: str
-    prompts: list[str]
+    prompts: list[str] | list[list[int]]  # text, or token ids (completions only)
     max_tokens: int
     model: str | None = None
     api_key: str | None = None
@@ -106,7 +106,7 @@ def scrape(url: str, api_key: str | None, timeout: float, model: str | None) -> 
     return counters
 
 
-def _complete(options: ServerOptions, model: str, prompt: str) -> tuple[list[int], int, str]:
+def _complete(options: ServerOptions, model: str, prompt: str | list[int]) -> tuple[list[int], int, str]:
     base = _base(options.url)
     payload: dict[str, Any] = {
         "model": model,
@@ -117,6 +117,10 @@ def _complete(options: ServerOptions, model: str, prompt: str) -> tuple[list[int
         "return_token_ids": True,
     }
     if options.chat:
+        if not isinstance(prompt, str):
+            raise UsageError(
+                "--chat needs text prompts, not prompt_token_ids", "drop --chat or use a text prompts file"
+            )
         endpoint = f"{base}/v1/chat/completions"
         payload["messages"] = [{"role": "user", "content": prompt}]
         payload["chat_template_kwargs"] = {"enable_thinking": options.enable_thinking}
