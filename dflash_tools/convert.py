@@ -68,6 +68,8 @@ from dflash_tools.source import (
     load_checkpoint,
     load_local,
     read_index,
+    read_small_file,
+    safe_shard_name,
 )
 from dflash_tools.target import TargetSpec, load_target
 from dflash_tools.tensors import Requirement, expected_tensors
@@ -993,7 +995,7 @@ def _check_output(output: Path, loaded: LoadedCheckpoint, *, force: bool) -> Pat
     destination = output.expanduser().absolute()
     if destination.is_symlink() or (destination.exists() and not destination.is_dir()):
         raise UsageError(f"{output}: exists and is not a folder", "pass a new folder name to -o")
-    if in_hf_cache(destination) or in_hf_cache(destination.parent):
+    if in_hf_cache(destination):
         raise UsageError(
             f"{output} is inside the Hugging Face cache, which must never be written to",
             "pass an output folder outside the cache",
@@ -1125,6 +1127,7 @@ def _one_line(text: str, limit: int = 240) -> str:
 
 def _source_files(folder: Path) -> list[str]:
     """Relative paths of every file to carry over, hidden entries (.cache, .git, staging) excluded."""
+    _refuse_escaping_index(folder)
     out: list[str] = []
     for root, dirs, files in os.walk(folder):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
@@ -1134,8 +1137,57 @@ def _source_files(folder: Path) -> list[str]:
             path = Path(root) / name
             if path.is_symlink() and not path.exists():
                 continue  # a dangling link carries nothing
+            _refuse_unsafe_source_file(folder, path)
             out.append(path.relative_to(folder).as_posix())
     return out
+
+
+def _refuse_escaping_index(folder: Path) -> None:
+    """An index naming `../x` or `/abs` would make OUT load files from outside OUT: refuse it."""
+    try:
+        index = json.loads(read_small_file(folder / INDEX_NAME).decode("utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return  # absent or unreadable: inspect reports it, and there is nothing to follow
+    weight_map = index.get("weight_map") if isinstance(index, dict) else None
+    for shard in weight_map.values() if isinstance(weight_map, dict) else ():
+        problem = safe_shard_name(shard)
+        if problem:
+            raise OperationError(
+                f"{folder / INDEX_NAME}: {problem}: refusing to write an index that points outside the output",
+                "fix the index so that every shard is a file inside the checkpoint folder",
+            )
+
+
+def _refuse_unsafe_source_file(folder: Path, path: Path) -> None:
+    """Only regular files of the checkpoint itself are carried over.
+
+    A device or FIFO would be read forever (a link to /dev/zero fills the disk), and a link out
+    of the folder would carry any file of the user's into OUT and on to --push-to-hub. Links
+    from a Hugging Face snapshot into its cache's blobs are what a snapshot is made of.
+    """
+    name = path.relative_to(folder).as_posix()
+    if not path.is_file():
+        raise OperationError(
+            f"{folder / name} is not a regular file (a device, FIFO or socket): convert carries only regular files",
+            "remove it from the checkpoint folder",
+        )
+    if path.is_symlink() and not contains(folder, path):
+        target = Path(os.path.realpath(path))
+        if not (in_hf_cache(folder) and (in_hf_cache(target) or _is_blob_of(folder, target))):
+            raise OperationError(
+                f"{folder / name} links outside the checkpoint folder (to {target}): refusing to carry it into the output",
+                "replace the link with the file itself, or remove it",
+            )
+
+
+def _is_blob_of(snapshot: Path, target: Path) -> bool:
+    """`target` is a blob of the cache repo that `snapshot` (…/snapshots/<commit>) belongs to.
+
+    Cache layouts also live outside HF_HUB_CACHE (another cache dir, a copied cache), where the
+    path pattern is the only evidence.
+    """
+    repo = Path(os.path.realpath(snapshot)).parent.parent
+    return target.parent.name == "blobs" and target.parent.parent == repo
 
 
 def _file_mode(path: Path) -> int:

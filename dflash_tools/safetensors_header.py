@@ -118,6 +118,22 @@ def _reject_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def _has_lone_surrogate(value: Any) -> bool:
+    # Iterative: a hostile header may nest as deep as the JSON parser allows.
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if any("\ud800" <= char <= "\udfff" for char in item):
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item)
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
+
+
 def _is_nonneg_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
@@ -136,6 +152,10 @@ def parse_header(header_bytes: bytes, file: str, file_size: int | None = None) -
         raise SafetensorsHeaderError(file, f"header is not valid JSON ({exc})") from None
     if not isinstance(raw, dict):
         raise SafetensorsHeaderError(file, "header is not a JSON object")
+    if "\\u" in text and _has_lone_surrogate(raw):
+        # Python accepts "\ud800" escapes; the safetensors library (serde_json) refuses the file,
+        # and such a name could not be written back as UTF-8.
+        raise SafetensorsHeaderError(file, "header is not valid JSON (a lone UTF-16 surrogate escape)")
 
     metadata: dict[str, str] = {}
     tensors: dict[str, TensorHeader] = {}

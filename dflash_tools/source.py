@@ -108,7 +108,7 @@ def load_checkpoint(
     if source.startswith(EXAMPLE_PREFIX):
         name = source[len(EXAMPLE_PREFIX) :]
         path = examples_dir() / name
-        if not name or not (path / CONFIG_NAME).is_file():
+        if not name or ".." in Path(name).parts or Path(name).is_absolute() or not (path / CONFIG_NAME).is_file():
             raise SourceError(
                 f"no bundled example named {name!r}",
                 "bundled examples: " + ", ".join(EXAMPLE_PREFIX + e for e in list_examples()),
@@ -350,11 +350,21 @@ def _is_regular_file(path: Path) -> bool:
 
 
 def _inside(folder: Path, candidate: Path) -> bool:
+    """Whether `candidate` stays in the checkpoint: in the folder, or in its Hub cache blob store.
+
+    A Hugging Face cache snapshot (`models--org--name/snapshots/<commit>/`) holds links into the
+    repo's own `blobs/` folder; those are the checkpoint's files, not an escape.
+    """
     try:
-        candidate.resolve().relative_to(folder.resolve())
-    except (ValueError, OSError):
+        resolved = candidate.resolve()
+        root = folder.resolve()
+    except (OSError, RuntimeError):
         return False
-    return True
+    if resolved.is_relative_to(root):
+        return True
+    if root.parent.name == "snapshots":
+        return resolved.is_relative_to(root.parent.parent / "blobs")
+    return False
 
 
 def read_local_weights(folder: Path, loaded: LoadedCheckpoint) -> None:

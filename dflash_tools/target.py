@@ -87,8 +87,16 @@ def target_from_config(config: dict[str, Any], source: str, location: str) -> Ta
 def load_target(
     source: str, *, revision: str | None = None, token: str | None = None, timeout: float | None = None
 ) -> TargetSpec:
-    """Read a target's config.json from a folder, a file or the Hub."""
-    path = Path(source).expanduser()
+    """Read a target's config.json from a folder, a file, a bundled example or the Hub."""
+    from dflash_tools.source import EXAMPLE_PREFIX, examples_dir
+
+    if source.startswith(EXAMPLE_PREFIX):
+        name = source[len(EXAMPLE_PREFIX) :]
+        path = examples_dir() / name
+        if not name or ".." in Path(name).parts or not (path / "config.json").is_file():
+            raise SourceError(f"no bundled example target named {name!r}", "e.g. example:tiny-target")
+    else:
+        path = Path(source).expanduser()
     if path_exists(path):
         file = path / "config.json" if path.is_dir() else path
         if path.is_dir() and not path_exists(file):

@@ -94,6 +94,9 @@ class HubServer:
         self.short_ranges: int | None = None  # honest 206 bodies of at most this many bytes
         self.ignore_range = False  # answer 200 with the whole file
         self.gate_api = False  # gated repos also refuse /api/models (the Hub does not)
+        # path substring -> (HTTP status, error message): answered instead of the real response
+        # (rate limits, server errors, hostile error text).
+        self.fail: dict[str, tuple[int, str]] = {}
         self._lock = threading.Lock()
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -208,6 +211,13 @@ class _Handler(BaseHTTPRequestHandler):
         for fragment, delay in list(self.hub.slow.items()):
             if fragment in self.path:
                 time.sleep(delay)
+        for fragment, (status, message) in list(self.hub.fail.items()):
+            if fragment in self.path:
+                try:
+                    self._error(status, None, message, send_body)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+                return
         try:
             if path == "/api/models":
                 self._list_models(query, send_body)
@@ -232,7 +242,8 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(body)
 
     def _error(self, status: int, code: str | None, message: str, send_body: bool, **extra: str) -> None:
-        headers = {"X-Error-Message": message, **extra}
+        # HTTP headers are latin-1: hostile (non-latin-1) text goes there escaped, and exact in the body.
+        headers = {"X-Error-Message": message.encode("latin-1", "backslashreplace").decode("latin-1"), **extra}
         if code:
             headers["X-Error-Code"] = code
         self._json(status, {"error": message}, send_body, headers)

@@ -139,6 +139,28 @@ def test_shard_symlink_leaving_the_folder(make_checkpoint: CheckpointFactory, tm
     assert "DFT004" in codes(folder)
 
 
+def test_hub_cache_snapshot_links_into_blobs_are_inside(make_checkpoint: CheckpointFactory, tmp_path: Path) -> None:
+    """A snapshot folder of the Hugging Face cache links every file into the repo's blobs/."""
+    source = make_checkpoint("zlab-dflash2", shards=2)
+    repo = tmp_path / "hub" / "models--z-lab--tiny"
+    snapshot = repo / "snapshots" / ("a" * 40)
+    (repo / "blobs").mkdir(parents=True)
+    snapshot.mkdir(parents=True)
+    for index, file in enumerate(sorted(source.iterdir())):
+        blob = repo / "blobs" / f"{index:064x}"
+        file.rename(blob)
+        (snapshot / file.name).symlink_to(Path("../../blobs") / blob.name)
+    report = inspect_checkpoint(str(snapshot))
+    assert report.findings == [] and len(report.tensors) == 36
+    # A link out of the snapshot that is not a blob of this repo is still an escape.
+    outside = tmp_path / "stray.safetensors"
+    shard = snapshot / "model-00001-of-00002.safetensors"
+    shard.resolve().rename(outside)
+    shard.unlink()
+    shard.symlink_to(outside)
+    assert "DFT004" in codes(snapshot)
+
+
 def test_index_entry_not_in_named_shard(make_checkpoint: CheckpointFactory) -> None:
     folder = make_checkpoint("zlab-dflash2", shards=2)
     index = _index(folder)

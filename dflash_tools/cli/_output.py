@@ -22,7 +22,9 @@ from rich.markup import escape
 _UNSAFE = re.compile(
     "[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u2069\ufeff\ud800-\udfff]"
 )
-_SURROGATE = re.compile("[\ud800-\udfff]")
+# In JSON output the same characters (those json.dumps leaves raw) become \uXXXX escapes: the
+# document parses back to exactly the same strings, and stays inert when it lands on a terminal.
+_JSON_ESCAPE = re.compile("[\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u2069\ufeff\ud800-\udfff]")
 
 
 class OutputFormat(StrEnum):
@@ -56,8 +58,8 @@ def stderr_console(no_color: bool = False) -> Console:
 
 def write_json(document: Any) -> None:
     text = json.dumps(document, indent=2, ensure_ascii=False, allow_nan=False)
-    # A lone surrogate cannot be encoded as UTF-8; as a JSON escape it parses back exactly.
-    text = _SURROGATE.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
+    # Also the only way to write a lone surrogate (not encodable as UTF-8) exactly.
+    text = _JSON_ESCAPE.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
     sys.stdout.write(text + "\n")
     sys.stdout.flush()
 

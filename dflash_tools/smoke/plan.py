@@ -206,6 +206,10 @@ def _served_path(report: InspectReport, source: str) -> str:
 def _target_for_engine(target: str | None) -> str:
     if target is None:
         return ""
+    from dflash_tools.source import EXAMPLE_PREFIX, examples_dir
+
+    if target.startswith(EXAMPLE_PREFIX):
+        return str((examples_dir() / target[len(EXAMPLE_PREFIX) :]).resolve())
     path = Path(target).expanduser()
     if path.exists():
         return str((path if path.is_dir() else path.parent).resolve())
