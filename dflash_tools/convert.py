@@ -49,13 +49,7 @@ from dflash_tools.fileops import (
     same_json,
 )
 from dflash_tools.findings import Finding, Severity
-from dflash_tools.geometry import (
-    Geometry,
-    block_size_for,
-    max_speculative_tokens,
-    num_query_tokens,
-    resolve_geometry,
-)
+from dflash_tools.geometry import Geometry, layout_name, resolve_geometry, sample_from_anchor_key
 from dflash_tools.inspect import InspectReport, inspect_loaded
 from dflash_tools.repack import TensorEdits, plan_repack, rewrite_index, write_repacked
 from dflash_tools.safetensors_header import read_local_header
@@ -412,29 +406,118 @@ def decide_geometry(
 ) -> Geometry:
     """B and SFA for the output, with how each was decided (SPEC §2, §8).
 
-    Explicit values are kept; absent ones get the dialect's default or inference (reported as a
-    decision); explicit values that disagree with each other are refused with the flag that
-    settles them; a flag that contradicts an explicit value needs `force`.
+    The flags replace the file's statements, then `geometry.resolve_geometry` decides exactly as
+    `inspect` does; this function only adds convert's policy on top: explicit values that
+    disagree with each other are refused with the flag that settles them, a flag that
+    contradicts an explicit value needs `force`, and defaults and inferences become decisions.
     """
     decisions = decisions if decisions is not None else []
     warnings = warnings if warnings is not None else []
     family = desc.dialect.family
     proposals = [p for p in (desc.proposal_speculative_tokens or []) if _positive_int(p)]
+    stated_blocks = {k: v for k, v in desc.block_size_values.items() if _positive_int(v)}
+    stated_layouts = {k: v for k, v in desc.sample_from_anchor_values.items() if isinstance(v, bool)}
 
-    chosen_sfa: tuple[bool, ValueSource] | None = None
-    if family == "open-spec":
-        # Open Spec stores K, not B: the layout must be known before B can be derived.
-        chosen_sfa = _decide_sfa(desc, None, sample_from_anchor, force, decisions, warnings)
-    block, block_source = _decide_block_size(desc, block_size, chosen_sfa, proposals, force, decisions, warnings)
-    if chosen_sfa is None:
-        chosen_sfa = _decide_sfa(desc, block, sample_from_anchor, force, decisions, warnings)
-    sfa, sfa_source = chosen_sfa
+    probe = desc
+    if block_size is not None:
+        if stated_blocks and block_size not in stated_blocks.values() and not force:
+            raise OperationError(
+                f"--block-size {block_size} contradicts {_fmt(stated_blocks)} in {CONFIG_NAME}",
+                f"add --force if the draft was really trained with block size {block_size} (the file is wrong)",
+            )
+        values = desc.block_size_values
+        replaced = f" (replaces {_fmt(values)})" if values and set(values.values()) != {block_size} else ""
+        decisions.append(
+            Decision("block_size", block_size, "flag", f"block_size = {block_size} from --block-size{replaced}")
+        )
+        if not stated_blocks and family == "speculators" and proposals and all(
+            p not in (block_size, block_size - 1) for p in proposals
+        ):
+            warnings.append(
+                f"--block-size {block_size} disagrees with speculators_config.proposal_methods[*].speculative_tokens = "
+                f"{proposals}, which a draft of block size {block_size} would store as {block_size - 1} or {block_size}; "
+                "the proposal count is rewritten to match"
+            )
+        probe = replace(probe, block_size_values={"block_size": block_size})
+    if sample_from_anchor is not None:
+        if stated_layouts and sample_from_anchor not in stated_layouts.values() and not force:
+            raise OperationError(
+                f"{_sfa_flag(sample_from_anchor)} contradicts {_fmt(stated_layouts)} in {CONFIG_NAME}",
+                f"add --force if the draft was really trained {layout_name(sample_from_anchor)} (the file is wrong)",
+            )
+        values = desc.sample_from_anchor_values
+        replaced = (
+            f" (replaces {_fmt(values)})" if values and set(map(repr, values.values())) != {repr(sample_from_anchor)} else ""
+        )
+        decisions.append(
+            Decision(
+                "sample_from_anchor",
+                sample_from_anchor,
+                "flag",
+                f"sample_from_anchor = {str(sample_from_anchor).lower()} from {_sfa_flag(sample_from_anchor)}{replaced}",
+            )
+        )
+        evidence_block = block_size or next(iter(stated_blocks.values()), None)
+        if (
+            sample_from_anchor
+            and family == "speculators"
+            and not stated_layouts
+            and evidence_block is not None
+            and proposals
+            and all(p == evidence_block - 1 for p in proposals)
+        ):
+            warnings.append(
+                f"--sample-from-anchor contradicts the evidence: speculators_config.proposal_methods[*]."
+                f"speculative_tokens = {evidence_block - 1} = block_size - 1 is what a bonus-anchor draft stores; "
+                f"it is rewritten to {evidence_block}"
+            )
+        probe = replace(probe, sample_from_anchor_values={sample_from_anchor_key(family): sample_from_anchor})
 
-    k_max = max_speculative_tokens(block, sfa)
-    if k_max < 1:
+    geometry, findings = resolve_geometry(probe)
+    _refuse_ambiguity(probe, findings)
+    if geometry is None:
+        absent = next((f for f in findings if f.code == "DFT010"), None)
         raise OperationError(
-            f"block_size {block} with sample_from_anchor=false leaves no position to draft",
-            "a bonus-anchor draft needs block_size >= 2: check --block-size / --sample-from-anchor",
+            absent.message if absent else "the block size cannot be established",
+            "pass --block-size N with the block size the draft was trained with",
+        )
+    block, sfa, k_max = geometry.block_size, geometry.sample_from_anchor, geometry.max_speculative_tokens
+    if block_size is None and geometry.block_size_source is ValueSource.DEFAULT:
+        decisions.append(
+            Decision(
+                "block_size",
+                block,
+                "default",
+                f"block_size is absent: speculators' class default {block} is written explicitly; "
+                "pass --block-size N if the draft was trained with another block size",
+            )
+        )
+    elif block_size is None and geometry.block_size_source is ValueSource.INFERRED:
+        decisions.append(
+            Decision(
+                "block_size",
+                block,
+                "inferred",
+                f"block_size = {block}, from speculative_config.speculative_tokens = {proposals[0]} and "
+                f"sample_from_anchor = {str(sfa).lower()}",
+            )
+        )
+    if sample_from_anchor is None and geometry.sample_from_anchor_source is not ValueSource.EXPLICIT:
+        source = geometry.sample_from_anchor_source
+        if source is ValueSource.INFERRED and stated_layouts:
+            why = f"found only at {', '.join(stated_layouts)}"
+        elif source is ValueSource.INFERRED:
+            why = "absent; the proposal count (block_size - 1) says bonus-anchor"
+        else:
+            why = f"absent; {desc.dialect.value} defaults to {str(sfa).lower()}"
+        decisions.append(
+            Decision(
+                "sample_from_anchor",
+                sfa,
+                source.value,
+                f"sample_from_anchor = {str(sfa).lower()} ({why}), now written explicitly; "
+                f"pass {_sfa_flag(not sfa)} if the draft was trained {layout_name(not sfa)}",
+            )
         )
     if family == "speculators":
         for index, tokens in enumerate(desc.proposal_speculative_tokens or []):
@@ -456,181 +539,27 @@ def decide_geometry(
                 f"speculative_config.speculative_tokens: {proposals[0]} -> {k_max} (K_max of block_size {block})",
             )
         )
-    return Geometry(
-        block_size=block,
-        block_size_source=block_source,
-        sample_from_anchor=sfa,
-        sample_from_anchor_source=sfa_source,
-        max_speculative_tokens=k_max,
-        num_speculative_tokens=k_max,
-        num_query_tokens=num_query_tokens(k_max, sfa),
-        speculative_tokens_requested=False,
-    )
+    return geometry
 
 
-def _decide_block_size(
-    desc: DraftDescription,
-    flag: int | None,
-    sfa: tuple[bool, ValueSource] | None,
-    proposals: list[int],
-    force: bool,
-    decisions: list[Decision],
-    warnings: list[str],
-) -> tuple[int, ValueSource]:
-    values = desc.block_size_values
-    good = {k: v for k, v in values.items() if _positive_int(v)}
-    bad = {k: v for k, v in values.items() if not _positive_int(v)}
-    family = desc.dialect.family
-    if flag is not None:
-        if good and flag not in good.values() and not force:
+def _refuse_ambiguity(probe: DraftDescription, findings: list[Finding]) -> None:
+    """Explicit values that conflict, or are not values at all: only the user can settle them."""
+    block_keys = set(probe.block_size_values)
+    layout_keys = set(probe.sample_from_anchor_values)
+    for finding in findings:
+        keys = set(finding.keys)
+        if finding.code in ("DFT006", "DFT010") and keys and keys <= layout_keys:
             raise OperationError(
-                f"--block-size {flag} contradicts {_fmt(good)} in {CONFIG_NAME}",
-                f"add --force if the draft was really trained with block size {flag} (the file is wrong)",
+                finding.message,
+                "pass --sample-from-anchor (anchor-first) or --no-sample-from-anchor (bonus-anchor): "
+                "the layout the draft was trained with",
             )
-        replaced = f" (replaces {_fmt({**good, **bad})})" if values and set(values.values()) != {flag} else ""
-        decisions.append(Decision("block_size", flag, "flag", f"block_size = {flag} from --block-size{replaced}"))
-        if not good and family == "speculators" and proposals and all(p not in (flag, flag - 1) for p in proposals):
-            warnings.append(
-                f"--block-size {flag} disagrees with speculators_config.proposal_methods[*].speculative_tokens = "
-                f"{proposals}, which a draft of block size {flag} would store as {flag - 1} or {flag}; "
-                "the proposal count is rewritten to match"
-            )
-        return flag, ValueSource.EXPLICIT
-    if len(set(good.values())) > 1:
-        raise OperationError(
-            f"block_size disagrees between locations: {_fmt(good)}",
-            f"pass --block-size N with the block size the draft was trained with (one of {sorted(set(good.values()))})",
-        )
-    if bad:
-        key, value = next(iter(bad.items()))
-        if not good:
+        if finding.code == "DFT010" and keys and keys <= block_keys:
+            stated = sorted({v for v in probe.block_size_values.values() if _positive_int(v)})
+            one_of = f" (one of {stated})" if len(stated) > 1 else ""
             raise OperationError(
-                f"{key} is {json.dumps(value)}, not a positive integer",
-                "pass --block-size N with the block size the draft was trained with",
+                finding.message, f"pass --block-size N with the block size the draft was trained with{one_of}"
             )
-        raise OperationError(
-            f"{key} is {json.dumps(value)}, not a positive integer (while {_fmt(good)})",
-            f"pass --block-size {next(iter(good.values()))} if that is the trained block size",
-        )
-    if good:
-        return next(iter(good.values())), ValueSource.EXPLICIT
-    if family == "open-spec" and proposals and sfa is not None:
-        block = block_size_for(proposals[0], sfa[0])
-        decisions.append(
-            Decision(
-                "block_size",
-                block,
-                "inferred",
-                f"block_size = {block}, from speculative_config.speculative_tokens = {proposals[0]} and "
-                f"sample_from_anchor = {str(sfa[0]).lower()}",
-            )
-        )
-        return block, ValueSource.INFERRED
-    if family == "speculators":
-        from dflash_tools.geometry import SPECULATORS_DEFAULT_BLOCK_SIZE
-
-        block = SPECULATORS_DEFAULT_BLOCK_SIZE
-        decisions.append(
-            Decision(
-                "block_size",
-                block,
-                "default",
-                f"block_size is absent: speculators' class default {block} is written explicitly; "
-                "pass --block-size N if the draft was trained with another block size",
-            )
-        )
-        return block, ValueSource.DEFAULT
-    where = {
-        "zlab": "block_size (top level) or dflash_config.block_size",
-        "dspark-native": "block_size",
-        "open-spec": "speculative_config.speculative_tokens",
-    }.get(family, "block_size")
-    raise OperationError(
-        f"block_size is absent: none of {where} is set, and nothing in the file implies it",
-        "pass --block-size N with the block size the draft was trained with",
-    )
-
-
-def _decide_sfa(
-    desc: DraftDescription,
-    block: int | None,
-    flag: bool | None,
-    force: bool,
-    decisions: list[Decision],
-    warnings: list[str],
-) -> tuple[bool, ValueSource]:
-    values = desc.sample_from_anchor_values
-    booleans = {k: v for k, v in values.items() if isinstance(v, bool)}
-    not_bool = {k: v for k, v in values.items() if not isinstance(v, bool)}
-    family = desc.dialect.family
-    if flag is not None:
-        if booleans and flag not in booleans.values() and not force:
-            raise OperationError(
-                f"{_sfa_flag(flag)} contradicts {_fmt(booleans)} in {CONFIG_NAME}",
-                f"add --force if the draft was really trained {'anchor-first' if flag else 'bonus-anchor'} "
-                "(the file is wrong)",
-            )
-        replaced = f" (replaces {_fmt(values)})" if values and set(map(repr, values.values())) != {repr(flag)} else ""
-        decisions.append(
-            Decision(
-                "sample_from_anchor",
-                flag,
-                "flag",
-                f"sample_from_anchor = {str(flag).lower()} from {_sfa_flag(flag)}{replaced}",
-            )
-        )
-        proposals = [p for p in (desc.proposal_speculative_tokens or []) if _positive_int(p)]
-        evidence = family == "speculators" and not booleans and block is not None and bool(proposals)
-        if evidence and flag and block is not None and all(p == block - 1 for p in proposals):
-            warnings.append(
-                f"--sample-from-anchor contradicts the evidence: speculators_config.proposal_methods[*]."
-                f"speculative_tokens = {block - 1} = block_size - 1 is what a bonus-anchor draft stores; "
-                f"it is rewritten to {block}"
-            )
-        return flag, ValueSource.EXPLICIT
-    if len(set(booleans.values())) > 1:
-        raise OperationError(
-            f"sample_from_anchor disagrees between locations: {_fmt(booleans)}",
-            "pass --sample-from-anchor (anchor-first) or --no-sample-from-anchor (bonus-anchor): "
-            "the layout the draft was trained with",
-        )
-    if not_bool:
-        key, value = next(iter(not_bool.items()))
-        raise OperationError(
-            f"{key} is {json.dumps(value)}, not true or false",
-            "pass --sample-from-anchor or --no-sample-from-anchor with the layout the draft was trained with",
-        )
-    probe = desc
-    if block is not None:
-        # Resolve against the decided block size (the speculators inference compares with it).
-        probe = replace(desc, block_size_values={"block_size": block})
-    geometry, _ = resolve_geometry(probe)
-    if geometry is not None:
-        sfa, source = geometry.sample_from_anchor, geometry.sample_from_anchor_source
-    else:
-        sfa = bool(next(iter(booleans.values()))) if booleans else _dialect_default(desc)
-        source = ValueSource.EXPLICIT if booleans else ValueSource.DEFAULT
-    if source is not ValueSource.EXPLICIT:
-        if source is ValueSource.INFERRED and booleans:
-            why = f"found only at {', '.join(booleans)}"
-        elif source is ValueSource.INFERRED:
-            why = "absent; the proposal count (block_size - 1) says bonus-anchor"
-        else:
-            why = f"absent; {desc.dialect.value} defaults to {str(sfa).lower()}"
-        decisions.append(
-            Decision(
-                "sample_from_anchor",
-                sfa,
-                source.value,
-                f"sample_from_anchor = {str(sfa).lower()} ({why}), now written explicitly; "
-                f"pass {_sfa_flag(not sfa)} if the draft was trained {'bonus-anchor' if sfa else 'anchor-first'}",
-            )
-        )
-    return sfa, source
-
-
-def _dialect_default(desc: DraftDescription) -> bool:
-    return desc.algorithm is Algorithm.DSPARK
 
 
 def _check_cross_dialect(desc: DraftDescription, destination: str) -> None:

@@ -41,6 +41,11 @@ _SFA_PRIMARY_KEY: dict[str, str] = {
 }
 
 
+def sample_from_anchor_key(family: str) -> str:
+    """The key engines read sample_from_anchor from, for a dialect family."""
+    return _SFA_PRIMARY_KEY[family]
+
+
 def max_speculative_tokens(block_size: int, sample_from_anchor: bool) -> int:
     """Trained K (K_max): every slot of an anchor-first block predicts; bonus-anchor slot 0 does not."""
     return block_size if sample_from_anchor else block_size - 1

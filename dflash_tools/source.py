@@ -391,10 +391,11 @@ def read_local_weights(folder: Path, loaded: LoadedCheckpoint) -> None:
                 reported.add(shard_name)
                 continue
             if not _is_regular_file(shard_path):
+                what = "is not a regular file" if path_exists(shard_path) else "does not exist"
                 loaded.findings.append(
                     make_finding(
                         "DFT004",
-                        f"{INDEX_NAME} names {shard_name}, which does not exist",
+                        f"{INDEX_NAME} names {shard_name}, which {what}",
                         "download the missing shard",
                         file=shard_name,
                     )
@@ -408,7 +409,19 @@ def read_local_weights(folder: Path, loaded: LoadedCheckpoint) -> None:
 
 
 def _read_all_shards(folder: Path, loaded: LoadedCheckpoint) -> None:
-    files = sorted(p for p in folder.glob("*.safetensors") if p.is_file())
+    files = []
+    for path in sorted(folder.glob("*.safetensors")):
+        if _is_regular_file(path):
+            files.append(path)
+        else:  # a folder, a device or FIFO (reading would never end), or a broken link
+            loaded.findings.append(
+                make_finding(
+                    "DFT004",
+                    f"{path.name} is not a regular file: not read",
+                    "replace it with the real file",
+                    file=path.name,
+                )
+            )
     if not files:
         loaded.weights_inspected = False
         loaded.findings.append(

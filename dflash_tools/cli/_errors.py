@@ -43,6 +43,17 @@ def handle_errors() -> Iterator[None]:
     except KeyboardInterrupt:
         report_error("interrupted")
         raise typer.Exit(130) from None
+    except OSError as exc:
+        # The file system said no (permissions, an immutable file, a read-only mount, a full
+        # disk): the user's to fix, not a bug. Staging folders are already cleaned up.
+        if debug_enabled():
+            raise
+        where = exc.filename2 or exc.filename
+        report_error(
+            (f"{where}: " if where else "") + (exc.strerror or str(exc) or type(exc).__name__),
+            "check the permissions, mount and free space of that location, then run again",
+        )
+        raise typer.Exit(EXIT_FINDINGS) from None
     except Exception as exc:
         if debug_enabled():
             raise

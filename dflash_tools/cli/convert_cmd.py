@@ -9,6 +9,7 @@ import typer
 from rich.table import Table
 
 from dflash_tools.cli._errors import EXIT_FINDINGS, EXIT_OK, debug_enabled, handle_errors, report_error
+from dflash_tools.cli._options import FormatOption, JsonOption, NoColorOption, TokenOption
 from dflash_tools.cli._output import (
     SEVERITY_STYLE,
     OutputFormat,
@@ -139,25 +140,14 @@ def convert_command(
         typer.Option("--commit-message", help="Commit / pull request title for --push-to-hub.", show_default=False),
     ] = None,
     revision: Annotated[str | None, typer.Option("--revision", help="Hub branch, tag or commit of SOURCE.")] = None,
-    token: Annotated[
-        str | None,
-        typer.Option(
-            "--token",
-            envvar="HF_TOKEN",
-            help="Hugging Face token (default: $HF_TOKEN or the saved login).",
-            show_default=False,
-        ),
-    ] = None,
+    token: TokenOption = None,
     timeout: Annotated[float, typer.Option("--timeout", min=0.1, help="Seconds for each Hub request.")] = 10.0,
-    output_format: Annotated[
-        OutputFormat,
-        typer.Option("--format", "-f", envvar="DFLASH_TOOLS_FORMAT", help="human or json (one document on stdout)."),
-    ] = OutputFormat.HUMAN,
-    json_flag: Annotated[bool, typer.Option("--json", help="Shorthand for --format json.")] = False,
+    output_format: FormatOption = OutputFormat.HUMAN,
+    json_flag: JsonOption = False,
     quiet: Annotated[
         bool, typer.Option("--quiet", "-q", help="Human output: only warnings and the last line.")
     ] = False,
-    no_color: Annotated[bool, typer.Option("--no-color", help="No colour (also: NO_COLOR).")] = False,
+    no_color: NoColorOption = False,
 ) -> None:
     fmt = OutputFormat.JSON if json_flag else output_format
     with handle_errors():

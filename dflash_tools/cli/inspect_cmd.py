@@ -10,6 +10,7 @@ import typer
 from rich.table import Table
 
 from dflash_tools.cli._errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, handle_errors
+from dflash_tools.cli._options import FormatOption, JsonOption, NoColorOption, TargetRevisionOption, TokenOption
 from dflash_tools.cli._output import (
     SEVERITY_STYLE,
     OutputFormat,
@@ -67,18 +68,8 @@ def inspect_command(
         typer.Option("-k", "--num-speculative-tokens", min=1, help="Serving K to check against the trained geometry."),
     ] = None,
     revision: Annotated[str | None, typer.Option("--revision", help="Hub branch, tag or commit of the draft.")] = None,
-    target_revision: Annotated[
-        str | None, typer.Option("--target-revision", help="Hub revision of the target.")
-    ] = None,
-    token: Annotated[
-        str | None,
-        typer.Option(
-            "--token",
-            envvar="HF_TOKEN",
-            help="Hugging Face token (default: $HF_TOKEN or the saved login).",
-            show_default=False,
-        ),
-    ] = None,
+    target_revision: TargetRevisionOption = None,
+    token: TokenOption = None,
     author: Annotated[
         str | None, typer.Option("--author", help="Inspect every Hub model of this author (with --search to filter).")
     ] = None,
@@ -86,11 +77,8 @@ def inspect_command(
     limit: Annotated[
         int, typer.Option("--limit", min=1, help="Most Hub models to inspect with --author/--search.")
     ] = 100,
-    output_format: Annotated[
-        OutputFormat,
-        typer.Option("--format", "-f", envvar="DFLASH_TOOLS_FORMAT", help="human or json (one document on stdout)."),
-    ] = OutputFormat.HUMAN,
-    json_flag: Annotated[bool, typer.Option("--json", help="Shorthand for --format json.")] = False,
+    output_format: FormatOption = OutputFormat.HUMAN,
+    json_flag: JsonOption = False,
     tensors: Annotated[
         bool, typer.Option("--tensors", help="Show (or include in JSON) the full tensor table.")
     ] = False,
@@ -102,7 +90,7 @@ def inspect_command(
     quiet: Annotated[
         bool, typer.Option("--quiet", "-q", help="Human output: only the verdict and the findings.")
     ] = False,
-    no_color: Annotated[bool, typer.Option("--no-color", help="No colour (also: NO_COLOR).")] = False,
+    no_color: NoColorOption = False,
 ) -> None:
     fmt = OutputFormat.JSON if json_flag else output_format
     with handle_errors():

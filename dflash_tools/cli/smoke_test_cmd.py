@@ -14,6 +14,7 @@ from rich.status import Status
 from rich.table import Table
 
 from dflash_tools.cli._errors import handle_errors
+from dflash_tools.cli._options import FormatOption, JsonOption, NoColorOption, TargetRevisionOption, TokenOption
 from dflash_tools.cli._output import (
     SEVERITY_STYLE,
     OutputFormat,
@@ -164,27 +165,14 @@ def smoke_test_command(
     ] = None,
     seed: Annotated[int, typer.Option("--seed", help="Seed passed to the engine.")] = 0,
     revision: Annotated[str | None, typer.Option("--revision", help="Hub revision of the drafts.")] = None,
-    target_revision: Annotated[
-        str | None, typer.Option("--target-revision", help="Hub revision of the target.")
-    ] = None,
-    token: Annotated[
-        str | None,
-        typer.Option(
-            "--token",
-            envvar="HF_TOKEN",
-            help="Hugging Face token (default: $HF_TOKEN or the saved login).",
-            show_default=False,
-        ),
-    ] = None,
+    target_revision: TargetRevisionOption = None,
+    token: TokenOption = None,
     hub_timeout: Annotated[
         float, typer.Option("--hub-timeout", min=0.1, help="Seconds for each Hub request during preflight.")
     ] = 10.0,
-    output_format: Annotated[
-        OutputFormat,
-        typer.Option("--format", "-f", envvar="DFLASH_TOOLS_FORMAT", help="human or json (one document on stdout)."),
-    ] = OutputFormat.HUMAN,
-    json_flag: Annotated[bool, typer.Option("--json", help="Shorthand for --format json.")] = False,
-    no_color: Annotated[bool, typer.Option("--no-color", help="No colour (also: NO_COLOR).")] = False,
+    output_format: FormatOption = OutputFormat.HUMAN,
+    json_flag: JsonOption = False,
+    no_color: NoColorOption = False,
 ) -> None:
     fmt = OutputFormat.JSON if json_flag else output_format
     with handle_errors():
