@@ -26,7 +26,7 @@ Then two conversions race to the same OUT: exactly one must win, OUT must be the
 result, and the loser must exit with a one-line message (no traceback, no "internal error").
 
     python bench/kill_drill.py                # 240 kills + 20 races (a few minutes)
-    python bench/kill_drill.py --quick        # 15 kills + 3 races, for CI
+    python bench/kill_drill.py --quick        # 10 chosen kills + 2 races, for CI
     python bench/kill_drill.py --trials 1000 --seed 3
 
 Exit status: 0 when every trial passed, 1 otherwise.
@@ -84,8 +84,12 @@ VARIANTS = (
         False,
         ("staged", "config-written", "repacking", "built", "verified", "published"),
     ),
-    Variant("output-copy", ("--link-mode", "copy"), False, ("staged", "config-written", "built", "verified", "published")),
-    Variant("in-place-to-zlab", ("--to", "zlab"), True, ("verified", "backed-up", "replaced", "renamed", "config-replaced")),
+    Variant(
+        "output-copy", ("--link-mode", "copy"), False, ("staged", "config-written", "built", "verified", "published")
+    ),
+    Variant(
+        "in-place-to-zlab", ("--to", "zlab"), True, ("verified", "backed-up", "replaced", "renamed", "config-replaced")
+    ),
 )
 
 
@@ -111,7 +115,7 @@ def signature(folder: Path, *, times: bool = False, skip_backups: bool = False) 
             continue
         info = path.lstat()
         if stat.S_ISLNK(info.st_mode):
-            out[name] = ("link", os.readlink(path))
+            out[name] = ("link", str(path.readlink()))
         elif stat.S_ISDIR(info.st_mode):
             out[name] = ("dir", stat.S_IMODE(info.st_mode))
         else:
@@ -212,6 +216,7 @@ class Reference:
 class Results:
     trials: Counter[str] = field(default_factory=Counter)
     killed: Counter[str] = field(default_factory=Counter)
+    kinds: Counter[str] = field(default_factory=Counter)
     outcomes: Counter[str] = field(default_factory=Counter)
     failures: list[str] = field(default_factory=list)
     staging_leftovers: int = 0
@@ -372,8 +377,26 @@ def race(number: int, rng: random.Random, root: Path, source: Path, ref: Referen
     return outcome, None
 
 
-def plan_trials(count: int, rng: random.Random) -> list[tuple[Variant, str]]:
+# The quick (CI) plan: the riskiest moments of each kind of run, then one random kill each.
+QUICK_PLAN = (
+    ("output-to-zlab", "verified+"),  # inside the final rename of the staging folder
+    ("output-to-zlab", "repacking"),
+    ("output-to-zlab", "timed"),
+    ("output-copy", "config-written+"),
+    ("output-copy", "verified"),
+    ("in-place-to-zlab", "backed-up"),
+    ("in-place-to-zlab", "replaced"),
+    ("in-place-to-zlab", "renamed+"),
+    ("in-place-to-zlab", "config-replaced"),
+    ("in-place-to-zlab", "timed"),
+)
+
+
+def plan_trials(count: int, rng: random.Random, quick: bool = False) -> list[tuple[Variant, str]]:
     """Every step of every variant at least once (exactly, and just after), the rest at random."""
+    if quick:
+        by_name = {v.name: v for v in VARIANTS}
+        return [(by_name[name], kind) for name, kind in QUICK_PLAN]
     plan: list[tuple[Variant, str]] = []
     for variant in VARIANTS:
         for step in variant.stages:
@@ -397,12 +420,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--trials", type=int, default=240, help="kill trials (default 240)")
     parser.add_argument("--races", type=int, default=20, help="two-process races (default 20)")
-    parser.add_argument("--quick", action="store_true", help="15 kills and 3 races: the CI run")
+    parser.add_argument("--quick", action="store_true", help="10 chosen kills and 2 races: the CI run")
     parser.add_argument("--seed", type=int, default=20260601)
     parser.add_argument("--dir", type=Path, default=None, help="work folder (default: a temp folder, tmpfs if any)")
     parser.add_argument("--keep", action="store_true", help="keep the work folder")
     args = parser.parse_args(argv)
-    trials, races = (15, 3) if args.quick else (args.trials, args.races)
+    trials, races = (len(QUICK_PLAN), 2) if args.quick else (args.trials, args.races)
     rng = random.Random(args.seed)
     base = args.dir or Path(tempfile.gettempdir())
     if args.dir is None and Path("/dev/shm").is_dir() and os.access("/dev/shm", os.W_OK):
@@ -419,10 +442,15 @@ def main(argv: list[str] | None = None) -> int:
             + ", ".join(f"{k} {v:.2f} s" for k, v in ref.durations.items()),
             flush=True,
         )
-        for number, (variant, kind) in enumerate(plan_trials(trials, rng), 1):
+        for number, (variant, kind) in enumerate(plan_trials(trials, rng, args.quick), 1):
             description, killed, failure = one_trial(number, variant, kind, rng, root, source, ref)
             results.trials[variant.name] += 1
             results.killed[variant.name] += killed
+            results.kinds[
+                "at a random time"
+                if kind == "timed"
+                else ("just after " if kind.endswith("+") else "at ") + kind.rstrip("+")
+            ] += 1
             results.outcomes["killed mid-run" if killed else "finished before the kill"] += 1
             parent = root / f"trial-{number}"
             # Staging folders are siblings of OUT (or of the folder rewritten in place).
@@ -456,6 +484,7 @@ def main(argv: list[str] | None = None) -> int:
             f"  {variant.name}: {results.trials[variant.name]} trials, "
             f"{results.killed[variant.name]} killed mid-run, the rest finished first"
         )
+    print("  kill points: " + ", ".join(f"{k} {v}" for k, v in sorted(results.kinds.items())))
     print(f"failures: {len(results.failures)}")
     for failure in results.failures[:20]:
         print(f"  {failure}")

@@ -430,8 +430,11 @@ def decide_geometry(
         decisions.append(
             Decision("block_size", block_size, "flag", f"block_size = {block_size} from --block-size{replaced}")
         )
-        if not stated_blocks and family == "speculators" and proposals and all(
-            p not in (block_size, block_size - 1) for p in proposals
+        if (
+            not stated_blocks
+            and family == "speculators"
+            and proposals
+            and all(p not in (block_size, block_size - 1) for p in proposals)
         ):
             warnings.append(
                 f"--block-size {block_size} disagrees with speculators_config.proposal_methods[*].speculative_tokens = "
@@ -447,7 +450,9 @@ def decide_geometry(
             )
         values = desc.sample_from_anchor_values
         replaced = (
-            f" (replaces {_fmt(values)})" if values and set(map(repr, values.values())) != {repr(sample_from_anchor)} else ""
+            f" (replaces {_fmt(values)})"
+            if values and set(map(repr, values.values())) != {repr(sample_from_anchor)}
+            else ""
         )
         decisions.append(
             Decision(

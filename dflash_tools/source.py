@@ -284,7 +284,8 @@ def safe_shard_name(name: Any) -> str | None:
     """The reason a shard name from an index is unsafe, or None when it is fine."""
     if not isinstance(name, str) or not name:
         return f"shard name {name!r} is not a file name"
-    if "\x00" in name or "\\" in name:
+    # A lone surrogate (a legal JSON escape) cannot be encoded as a file name at all.
+    if "\x00" in name or "\\" in name or any("\ud800" <= char <= "\udfff" for char in name):
         return f"shard name {name!r} has forbidden characters"
     pure = PurePosixPath(name)
     if pure.is_absolute() or re.match(r"^[A-Za-z]:", name):

@@ -39,7 +39,6 @@ import contextlib
 import copy
 import io
 import json
-import math
 import os
 import random
 import re
@@ -63,18 +62,18 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing here may touch the netwo
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 os.environ.pop("DFLASH_TOOLS_DEBUG", None)
 
-from dflash_tools import testing  # noqa: E402
-from dflash_tools.errors import SourceError  # noqa: E402
-from dflash_tools.inspect import describe, inspect_loaded  # noqa: E402
-from dflash_tools.safetensors_header import (  # noqa: E402
+from dflash_tools import testing
+from dflash_tools.errors import SourceError
+from dflash_tools.inspect import describe, inspect_loaded
+from dflash_tools.safetensors_header import (
     MAX_HEADER_BYTES,
     SafetensorsHeaderError,
     encode_header,
     parse_header,
     read_local_header,
 )
-from dflash_tools.source import INDEX_NAME, LoadedCheckpoint, load_checkpoint, parse_config_text, parse_index  # noqa: E402
-from dflash_tools.target import TargetSpec, target_from_config  # noqa: E402
+from dflash_tools.source import INDEX_NAME, LoadedCheckpoint, load_checkpoint, parse_config_text, parse_index
+from dflash_tools.target import TargetSpec, target_from_config
 
 TARGETS = ("header", "file", "index", "config", "checkpoint")
 # Share of the random inputs each target gets (the systematic pass comes on top, within the total).
@@ -139,7 +138,13 @@ def build_seeds() -> list[Seed]:
         )
     spec = testing.QWEN3_8B_DFLASH_B16
     seeds.append(
-        Seed("zlab-qwen3-8b-b16", "zlab-dflash", spec, testing.make_config("zlab-dflash", spec), testing.tensor_table(spec))
+        Seed(
+            "zlab-qwen3-8b-b16",
+            "zlab-dflash",
+            spec,
+            testing.make_config("zlab-dflash", spec),
+            testing.tensor_table(spec),
+        )
     )
     return seeds
 
@@ -253,7 +258,9 @@ def random_value(rng: random.Random, seed_values: list[Any]) -> Any:
         return nested(rng.choice([2, 10, 50, 200, 400]), rng)
     if roll < 0.9:
         return rng.randint(-(2**70), 2**70)
-    return "".join(chr(rng.choice([rng.randint(0, 0x7F), rng.randint(0x80, 0xFFFF)])) for _ in range(rng.randint(0, 40)))
+    return "".join(
+        chr(rng.choice([rng.randint(0, 0x7F), rng.randint(0x80, 0xFFFF)])) for _ in range(rng.randint(0, 40))
+    )
 
 
 HOSTILE = hostile_scalars()
@@ -405,7 +412,9 @@ def mutate_bytes(data: bytes, rng: random.Random) -> bytes:
         elif op < 0.4 and buf:
             buf[rng.randrange(len(buf))] = rng.randrange(256)
         elif op < 0.55:
-            bad = rng.choice([b"\xff", b"\xc3\x28", b"\xed\xa0\x80", b"\x80", b"\xf4\x90\x80\x80", b"\x00", b"\xfe\xff"])
+            bad = rng.choice(
+                [b"\xff", b"\xc3\x28", b"\xed\xa0\x80", b"\x80", b"\xf4\x90\x80\x80", b"\x00", b"\xfe\xff"]
+            )
             position = rng.randint(0, len(buf))
             buf[position:position] = bad
         elif op < 0.7 and buf:
@@ -550,9 +559,8 @@ def check_terminal_output(text: str, what: str) -> None:
 
 def render(report: Any, target: TargetSpec | None, show_tensors: bool) -> None:
     """The JSON document and the human report must both come out, strict JSON, valid UTF-8."""
-    from dflash_tools.cli.inspect_cmd import render_report
-
     from dflash_tools.cli._output import write_json
+    from dflash_tools.cli.inspect_cmd import render_report
 
     for include in (False, True):
         document = report.to_dict(include_tensors=include)
@@ -618,9 +626,7 @@ def run_index(data: bytes) -> str:
     return "parsed, DFT004 for some entries" if loaded.findings else "parsed"
 
 
-def run_config(
-    data: bytes, seed: Seed, target_tree: Any, k: int | None, stats: Stats, tensors: dict[str, Any]
-) -> str:
+def run_config(data: bytes, seed: Seed, target_tree: Any, k: int | None, stats: Stats, tensors: dict[str, Any]) -> str:
     text = data.decode("utf-8") if _utf8(data) else None
     if text is None:
         return "DFT001 (not UTF-8)"
@@ -785,9 +791,7 @@ class Campaign:
         folder = self.workdir / "ckpt"
         target_dir = self.workdir / "target"
         shards = rng.choice([1, 1, 2, 3])
-        plan: list[str] = rng.sample(
-            ["config", "index", "shard", "fs", "none"], k=rng.choice([1, 1, 2, 3])
-        )
+        plan: list[str] = rng.sample(["config", "index", "shard", "fs", "none"], k=rng.choice([1, 1, 2, 3]))
         config_bytes = json_input(seed.config, rng, self.seed_values) if "config" in plan else None
         index_tree = index_json(seed.tensors, shards) if shards > 1 else None
         index_bytes = (
@@ -835,7 +839,9 @@ class Campaign:
                 target = target_for(target_tree)
                 if with_cli:
                     target_dir.mkdir(exist_ok=True)
-                    (target_dir / "config.json").write_text(json.dumps(target_tree, allow_nan=True), "utf-8", "surrogatepass")
+                    (target_dir / "config.json").write_text(
+                        json.dumps(target_tree, allow_nan=True), "utf-8", "surrogatepass"
+                    )
             outcome = run_checkpoint(folder, target, k, self.stats)
             if with_cli:
                 self.stats.cli_runs += 1

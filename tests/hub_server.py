@@ -22,6 +22,7 @@ Usage::
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import re
@@ -97,6 +98,7 @@ class HubServer:
         # path substring -> (HTTP status, error message): answered instead of the real response
         # (rate limits, server errors, hostile error text).
         self.fail: dict[str, tuple[int, str]] = {}
+        self.content_range: str | None = None  # sent instead of the true Content-Range (a broken proxy)
         self._lock = threading.Lock()
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -213,10 +215,8 @@ class _Handler(BaseHTTPRequestHandler):
                 time.sleep(delay)
         for fragment, (status, message) in list(self.hub.fail.items()):
             if fragment in self.path:
-                try:
+                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
                     self._error(status, None, message, send_body)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass
                 return
         try:
             if path == "/api/models":
@@ -378,7 +378,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header(key, value)
         self.send_header("Content-Length", str(end - start))
         if partial:
-            self.send_header("Content-Range", f"bytes {start}-{end - 1}/{len(data)}")
+            self.send_header("Content-Range", self.hub.content_range or f"bytes {start}-{end - 1}/{len(data)}")
         self.end_headers()
         if not send_body:
             return

@@ -110,7 +110,9 @@ def set_path(tree: Any, path: tuple[Any, ...], value: Any) -> None:
 CONFIGS = {dialect: testing.make_config(dialect, default_spec(dialect)) for dialect in testing.ALL_DIALECTS}
 CONFIG_PATHS = {dialect: paths(config) for dialect, config in CONFIGS.items()}
 TENSORS = {
-    dialect: parse_header(encode_header(testing.tensor_table(default_spec(dialect)))[0][8:], "model.safetensors").tensors
+    dialect: parse_header(
+        encode_header(testing.tensor_table(default_spec(dialect)))[0][8:], "model.safetensors"
+    ).tensors
     for dialect in testing.ALL_DIALECTS
 }
 
@@ -401,6 +403,18 @@ def test_index_naming_a_file_longer_than_the_file_system_allows(tmp_path: Path) 
     (folder / "model.safetensors.index.json").write_text(json.dumps(index))
     report = inspect_checkpoint(str(folder))
     assert any(f.code == "DFT004" and "a" * 50 in f.message for f in report.findings)
+
+
+def test_index_naming_a_shard_with_a_lone_surrogate(tmp_path: Path) -> None:
+    # "\udaab" parses from JSON but is no file name: path operations raised UnicodeEncodeError.
+    folder = testing.write_checkpoint(tmp_path / "d", "zlab-dflash", testing.TINY, shards=2)
+    index = json.loads((folder / "model.safetensors.index.json").read_text())
+    first = next(iter(index["weight_map"]))
+    index["weight_map"][first] = "model-\udaab.safetensors"
+    (folder / "model.safetensors.index.json").write_text(json.dumps(index))
+    report = inspect_checkpoint(str(folder))
+    assert any(f.code == "DFT004" and "forbidden characters" in f.message for f in report.findings)
+    check_report(report)
 
 
 @pytest.mark.parametrize(

@@ -45,7 +45,7 @@ def tree(folder: Path) -> dict[str, str]:
     out = {}
     for path in sorted(folder.rglob("*")):
         if path.is_symlink():
-            out[str(path.relative_to(folder))] = "-> " + os.readlink(path)
+            out[str(path.relative_to(folder))] = "-> " + str(path.readlink())
         elif path.is_file():
             out[str(path.relative_to(folder))] = hashlib.sha256(path.read_bytes()).hexdigest()
     return out

@@ -30,9 +30,7 @@ CLI = shutil.which("dflash-tools") or str(Path(sys.executable).with_name("dflash
 def arm(folder: Path, marker: Path) -> None:
     """Make every Python file of the checkpoint write `marker` (with its own name) when run."""
     payload = (
-        "import os\n"
-        f"with open({str(marker)!r}, 'a') as _f:\n"
-        "    _f.write(__name__ + ' ' + str(os.getpid()) + '\\n')\n"
+        f"import os\nwith open({str(marker)!r}, 'a') as _f:\n    _f.write(__name__ + ' ' + str(os.getpid()) + '\\n')\n"
     )
     (folder / "dflash.py").write_text(
         payload + "class DFlashDraftModel:\n    pass\nclass DFlash2DraftModel:\n    pass\n", encoding="utf-8"
@@ -97,7 +95,9 @@ def test_no_command_runs_checkpoint_code(armed: tuple[Path, Path], tmp_path: Pat
         done = run_cli(args, folder, tmp_path)
         assert done.returncode in (0, 1), (args, done.stderr)
         assert "internal error" not in done.stderr
-        assert not marker.exists(), f"`dflash-tools {' '.join(args)}` ran code from the checkpoint: {marker.read_text()}"
+        assert not marker.exists(), (
+            f"`dflash-tools {' '.join(args)}` ran code from the checkpoint: {marker.read_text()}"
+        )
     # The converted copies still carry the Python files (they are the checkpoint's), untouched.
     assert (tmp_path / "converted" / "dflash.py").read_text() == (folder / "dflash.py").read_text()
     converted = json.loads((tmp_path / "converted" / "config.json").read_text())

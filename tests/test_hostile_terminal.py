@@ -51,7 +51,9 @@ def run(*args: str) -> tuple[int, str, str]:
 def assert_inert(*outputs: str) -> None:
     for text in outputs:
         found = UNSAFE_OUTPUT.search(text)
-        assert found is None, f"raw control character {found.group()!r} in: {text[max(0, found.start() - 60) :][:160]!r}"
+        assert found is None, (
+            f"raw control character {found.group()!r} in: {text[max(0, found.start() - 60) :][:160]!r}"
+        )
         assert "internal error" not in text
 
 
@@ -218,7 +220,9 @@ def test_smoke_test_dry_run_is_inert(tmp_path: Path) -> None:
 def hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[HubServer]:
     server = HubServer().start()
     monkeypatch.setattr(constants, "ENDPOINT", server.url)
-    monkeypatch.setattr(constants, "HUGGINGFACE_CO_URL_TEMPLATE", server.url + "/{repo_id}/resolve/{revision}/{filename}")
+    monkeypatch.setattr(
+        constants, "HUGGINGFACE_CO_URL_TEMPLATE", server.url + "/{repo_id}/resolve/{revision}/{filename}"
+    )
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hf-cache"))
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
     monkeypatch.setattr(constants, "HF_HUB_DISABLE_TELEMETRY", True)
