@@ -866,10 +866,12 @@ def convert_checkpoint(
         raise UsageError("--in-place and -o/--output exclude each other", "pass one of them")
     if not in_place and output is None and not dry_run:
         raise UsageError("no output given", "pass -o OUT (a new folder), --in-place, --dry-run or --check")
+    recovered = finish_interrupted_swap(Path(source)) if in_place and not dry_run else []
     loaded = _follow_cache_links(load_checkpoint(source, revision=revision, token=token, timeout=timeout))
     if not dry_run:
         # A plan (--dry-run, --check) works on a lone config.json too; writing needs the folder.
         _require_folder(loaded)
+        _require_cached_weights(loaded)
     plan = plan_conversion(
         loaded,
         to=to,
@@ -889,6 +891,10 @@ def convert_checkpoint(
         destination = None
     run_mode = "dry-run" if dry_run else ("in-place" if in_place else "output")
     result = ConvertResult(plan=plan, mode=run_mode, output=destination)
+    if recovered:
+        result.notes.append(
+            "finished an interrupted in-place conversion: shards " + ", ".join(recovered) + " took their final names"
+        )
     if dry_run:
         result.files = planned_files(plan)
         return result
@@ -1373,6 +1379,68 @@ def _swap_indexed_shards(stage: Path, folder: Path, shards: list[FileRecord]) ->
         if record.action == "omit":
             (folder / record.path).unlink()
     fsync_dir(folder)
+
+
+def _require_cached_weights(loaded: LoadedCheckpoint) -> None:
+    """Offline (or with the Hub unreachable) a Hub source can only be written from a full cache."""
+    from dflash_tools.source import is_offline
+
+    if loaded.kind != "hub":
+        return
+    cut_off = is_offline() or any(f.code == "DFT007" for f in loaded.findings)
+    missing = [f for f in loaded.findings if f.code == "DFT005"]
+    if cut_off and missing:
+        raise SourceError(
+            f"{loaded.location}: {missing[0].message}",
+            f"connect to the Hub, or fetch the repo first with `hf download {loaded.source}`; "
+            "--dry-run and --check work from what is cached",
+        )
+
+
+def finish_interrupted_swap(folder: Path) -> list[str]:
+    """Complete an in-place shard swap that a killed run left between its two index writes.
+
+    `_swap_indexed_shards` first points the index at `NAME.dflash-tools-new.safetensors`; a run
+    killed before the final index write leaves a consistent checkpoint under interim names. The
+    next in-place run gives those shards their real names back (the same steps, in the same
+    order) before it plans anything. Returns the final names restored.
+    """
+    index_path = folder / INDEX_NAME
+    if not folder.is_dir() or folder.is_symlink() or not index_path.is_file():
+        return []
+    try:
+        text = index_path.read_text(encoding="utf-8")
+        index = json.loads(text)
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
+        return []
+    weight_map = index.get("weight_map") if isinstance(index, dict) else None
+    if not isinstance(weight_map, dict):
+        return []
+    interim_mark = ".dflash-tools-new.safetensors"
+    final_names = {
+        value: value[: -len(interim_mark)] + ".safetensors"
+        for value in set(weight_map.values())
+        if isinstance(value, str) and value.endswith(interim_mark) and "/" not in value and (folder / value).is_file()
+    }
+    if not final_names:
+        return []
+    for interim, final in final_names.items():
+        link = folder / f".{final}.dflash-tools-link"
+        link.unlink(missing_ok=True)
+        target = folder / final
+        # Killed after the renames, both names are already one file (and rename() of a file
+        # onto another link to itself does nothing, which would leave `link` behind).
+        if target.exists() and (folder / interim).samefile(target):
+            continue
+        os.link(folder / interim, link)
+        link.replace(target)
+    fsync_dir(folder)
+    index["weight_map"] = {k: final_names.get(v, v) for k, v in weight_map.items()}
+    atomic_write_text(index_path, dumps_like(index, text))
+    for interim in final_names:
+        (folder / interim).unlink()
+    fsync_dir(folder)
+    return sorted(final_names.values())
 
 
 def atomic_write_bytes_from(source: Path, destination: Path) -> None:

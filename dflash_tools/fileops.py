@@ -384,12 +384,50 @@ STAGING_MARK = ".dflash-tools-"
 
 
 def staging_path(destination: Path, purpose: str = "partial") -> Path:
-    """A hidden sibling of `destination`, on the same file system, so the final rename is atomic."""
-    return destination.parent / f".{destination.name}{STAGING_MARK}{purpose}-{secrets.token_hex(4)}"
+    """A hidden sibling of `destination`, on the same file system, so the final rename is atomic.
+
+    The name carries the writer's process id, so a later run can tell a killed run's leftovers
+    from a conversion still in progress.
+    """
+    return destination.parent / f".{destination.name}{STAGING_MARK}{purpose}-{os.getpid()}-{secrets.token_hex(4)}"
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True
+    return True
+
+
+def remove_stale_staging(destination: Path) -> list[Path]:
+    """Remove staging folders of `destination` left by runs that were killed; return them.
+
+    Only `partial` folders (never-published output) go; an `old` folder is a previous OUT moved
+    aside by `--force`, which may be the only copy if the run died between the two renames.
+    """
+    removed: list[Path] = []
+    prefix = f".{destination.name}{STAGING_MARK}partial-"
+    try:
+        siblings = list(destination.parent.iterdir())
+    except OSError:
+        return removed
+    for sibling in siblings:
+        if not sibling.name.startswith(prefix) or sibling.is_symlink() or not sibling.is_dir():
+            continue
+        parts = sibling.name[len(prefix) :].split("-")
+        if len(parts) != 2 or not parts[0].isdigit() or _process_alive(int(parts[0])):
+            continue
+        remove_tree(sibling)
+        removed.append(sibling)
+    return removed
 
 
 def make_staging_dir(destination: Path) -> Path:
     destination.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_staging(destination)
     stage = staging_path(destination)
     stage.mkdir(mode=0o777 & ~current_umask())
     return stage

@@ -141,3 +141,47 @@ def test_killed_in_place_conversion_leaves_a_consistent_folder(tmp_path: Path, s
     assert report.ok, [f.message for f in report.findings]
     if stage == "config-replaced":
         assert now["config.json"] == new["config.json"]
+
+
+@pytest.mark.parametrize("stage", ["replaced", "renamed"])
+def test_rerun_after_a_killed_in_place_swap_restores_final_shard_names(tmp_path: Path, stage: str) -> None:
+    """A kill between the two index writes leaves interim shard names; the next in-place run finishes the swap."""
+    source = make_source(tmp_path, shards=2)
+    expected = tmp_path / "expected"
+    subprocess.run(
+        [sys.executable, "-m", "dflash_tools", "convert", str(source), "-o", str(expected), "--to", "zlab", "-q"],
+        check=True,
+        capture_output=True,
+    )
+    run_until(stage, ["convert", str(source), "--in-place", "--to", "zlab"], tmp_path / "marker")
+    rerun = subprocess.run(
+        [sys.executable, "-m", "dflash_tools", "convert", str(source), "--in-place", "--to", "zlab", "--force", "--json"],
+        capture_output=True,
+        text=True,
+    )
+    assert rerun.returncode == 0, rerun.stderr
+    index = json.loads((source / "model.safetensors.index.json").read_text())
+    assert not any("dflash-tools-new" in name for name in index["weight_map"].values())
+    assert not list(source.glob("*dflash-tools-new*"))
+    final = {k: v for k, v in tree_hashes(source).items() if not k.endswith(".bak")}
+    assert final == tree_hashes(expected)
+    assert inspect_checkpoint(str(source)).ok
+
+
+def test_staging_folders_of_killed_runs_are_removed(tmp_path: Path) -> None:
+    source = make_source(tmp_path)
+    dead_pid = 2**22 + 12345  # above the default pid_max: no such process
+    stale = tmp_path / f".out.dflash-tools-partial-{dead_pid}-0badc0de"
+    live = tmp_path / f".out.dflash-tools-partial-{os.getpid()}-feedbeef"
+    aside = tmp_path / f".out.dflash-tools-old-{dead_pid}-0badc0de"
+    for folder in (stale, live, aside):
+        folder.mkdir()
+        (folder / "config.json").write_text("{}")
+    subprocess.run(
+        [sys.executable, "-m", "dflash_tools", "convert", str(source), "-o", str(tmp_path / "out"), "-q"],
+        check=True,
+        capture_output=True,
+    )
+    assert not stale.exists()
+    assert live.exists()  # a run still in progress keeps its folder
+    assert aside.exists()  # a previous OUT moved aside is never deleted by a later run
