@@ -155,7 +155,18 @@ def test_rerun_after_a_killed_in_place_swap_restores_final_shard_names(tmp_path:
     )
     run_until(stage, ["convert", str(source), "--in-place", "--to", "zlab"], tmp_path / "marker")
     rerun = subprocess.run(
-        [sys.executable, "-m", "dflash_tools", "convert", str(source), "--in-place", "--to", "zlab", "--force", "--json"],
+        [
+            sys.executable,
+            "-m",
+            "dflash_tools",
+            "convert",
+            str(source),
+            "--in-place",
+            "--to",
+            "zlab",
+            "--force",
+            "--json",
+        ],
         capture_output=True,
         text=True,
     )
