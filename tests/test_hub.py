@@ -700,3 +700,36 @@ def test_is_in_hf_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None
     assert not is_in_hf_cache(plain / "config.json")
     assert not is_in_hf_cache(tmp_path / "new-output")
     assert not is_in_hf_cache(Path(os.path.relpath(plain)))
+
+
+def test_cli_audit_of_an_author(hub: HubServer) -> None:
+    """`inspect --author z-lab --search DFlash`: every matching repo, concurrently, one table / JSON array."""
+    from typer.testing import CliRunner
+
+    from dflash_tools.cli import app
+
+    def repo_files(dialect: str, spec: testing.DraftSpec, *, break_it: bool = False) -> dict[str, bytes]:
+        config = testing.make_config(dialect, spec)
+        if break_it:
+            config["dflash_config"]["block_size"] = 0
+        return {
+            "config.json": json.dumps(config).encode(),
+            "model.safetensors": safetensors_bytes(testing.tensor_table(spec)),
+        }
+
+    hub.add_repo("z-lab/Tiny-DFlash2", repo_files("zlab-dflash2", testing.TINY_DFLASH2))
+    hub.add_repo("z-lab/Tiny-DFlash", repo_files("zlab-dflash", testing.TINY))
+    hub.add_repo("z-lab/Broken-DFlash2", repo_files("zlab-dflash2", testing.TINY_DFLASH2, break_it=True))
+    hub.add_repo("z-lab/unrelated", {"config.json": b"{}"})
+    result = CliRunner().invoke(app, ["inspect", "--author", "z-lab", "--search", "DFlash", "--json"])
+    documents = json.loads(result.stdout)
+    assert result.exit_code == 1  # one of them has an error finding
+    assert {d["source"]: d["ok"] for d in documents} == {
+        "z-lab/Broken-DFlash2": False,
+        "z-lab/Tiny-DFlash": True,
+        "z-lab/Tiny-DFlash2": True,
+    }
+    broken = next(d for d in documents if d["source"] == "z-lab/Broken-DFlash2")
+    assert "DFT010" in {f["code"] for f in broken["findings"]}
+    table = CliRunner().invoke(app, ["inspect", "--author", "z-lab", "--search", "DFlash"])
+    assert "3 source(s), 1 with errors or unreadable" in table.stdout
