@@ -47,6 +47,7 @@ _CATALOGUE: tuple[CodeInfo, ...] = (
     CodeInfo("DFT021", Severity.WARNING, "unexpected tensor (will be dropped or will break loading)"),
     CodeInfo("DFT022", Severity.ERROR, "tensor shape differs from the config's expectation"),
     CodeInfo("DFT023", Severity.WARNING, "mixed or unusual floating dtypes"),
+    CodeInfo("DFT024", Severity.INFO, "quantized checkpoint: packed weights checked by name, not by shape"),
     CodeInfo("DFT030", Severity.ERROR, "target layer id out of range, duplicated or unsorted"),
     CodeInfo("DFT031", Severity.ERROR, "hidden size mismatch with the target (fc width, draft hidden)"),
     CodeInfo("DFT032", Severity.ERROR, "vocabulary mismatch with the target, or mask_token_id out of range"),

@@ -167,16 +167,100 @@ _LAYER = re.compile(r"^layers\.(\d{1,18})\.")
 _PREFIXES = ("model.", "draft_model.", "model.draft_model.")
 
 
+# Names quantizers store beside (or instead of) `X.weight`: compressed-tensors / llm-compressor
+# (FP8, INT8, NVFP4, W4A16 packed), GPTQ and AWQ.
+_QUANT_COMPANIONS = (
+    "weight_scale",
+    "weight_scale_2",
+    "weight_zero_point",
+    "weight_g_idx",
+    "weight_shape",
+    "weight_global_scale",
+    "input_scale",
+    "input_global_scale",
+    "input_zero_point",
+    "output_scale",
+    "k_scale",
+    "v_scale",
+    "scales",
+    "qzeros",
+    "g_idx",
+)
+_QUANT_PACKED = ("weight_packed", "qweight")
+# Same-shape quantized weights (FP8, INT8) are still shape-checked; other encodings pack elements.
+_SAME_SHAPE_QUANT_DTYPES = frozenset({"F8_E4M3", "F8_E5M2", "I8", "U8"})
+
+
+def quantization_method(desc: DraftDescription) -> str | None:
+    """The `quant_method` / `format` of a quantized checkpoint's config, or None when unquantized."""
+    for holder in (desc.raw_config, desc.raw_config.get("transformer_layer_config")):
+        if not isinstance(holder, dict):
+            continue
+        for key in ("quantization_config", "compression_config"):
+            config = holder.get(key)
+            if isinstance(config, dict):
+                parts = [str(config[k]) for k in ("quant_method", "format") if isinstance(config.get(k), str)]
+                return " / ".join(parts) or key
+    return None
+
+
+def _quantized_view(
+    tensors: dict[str, TensorHeader], expected: dict[str, ExpectedTensor]
+) -> tuple[dict[str, TensorHeader], set[str], list[str]]:
+    """Tensors as the checks should see them in a quantized checkpoint.
+
+    Returns the weights keyed by the name they stand for (a packed `X.weight_packed` / `X.qweight`
+    stands for `X.weight`), the names whose packed shape cannot be compared, and the companion
+    tensors (scales, zero points, group indices) that belong to an expected weight.
+    """
+    view = dict(tensors)
+    unshaped: set[str] = set()
+    companions: list[str] = []
+    for name, tensor in tensors.items():
+        base, _, suffix = name.rpartition(".")
+        weight = f"{base}.weight"
+        if weight not in expected:
+            continue
+        if suffix in _QUANT_PACKED and weight not in tensors:
+            view.pop(name)
+            view[weight] = tensor
+            unshaped.add(weight)
+            companions.append(name)
+        elif suffix in _QUANT_COMPANIONS:
+            view.pop(name)
+            companions.append(name)
+    for name, tensor in view.items():
+        if name in expected and not tensor.is_floating and tensor.dtype not in _SAME_SHAPE_QUANT_DTYPES:
+            unshaped.add(name)
+    return view, unshaped, companions
+
+
 def compare(desc: DraftDescription, tensors: dict[str, TensorHeader]) -> list[Finding]:
-    """DFT020 missing, DFT021 unexpected, DFT022 wrong shape, DFT023 dtype oddities."""
+    """DFT020 missing, DFT021 unexpected, DFT022 wrong shape, DFT023 dtype oddities (DFT024 quantized)."""
     findings: list[Finding] = []
     expected = {t.name: t for t in expected_tensors(desc)}
+    method = quantization_method(desc)
+    unshaped: set[str] = set()
+    if method is not None:
+        tensors, unshaped, companions = _quantized_view(tensors, expected)
+        findings.append(
+            make_finding(
+                "DFT024",
+                f"quantized checkpoint ({method}): {len(companions)} scale / packed tensors belong to its weights; "
+                f"{len(unshaped)} packed weights were checked by name only, not by shape",
+                "the shapes of unquantized tensors and of same-shape FP8 / INT8 weights are still checked",
+                keys=("quantization_config",),
+                values={"method": method, "companions": len(companions), "packed": len(unshaped)},
+            )
+        )
     missing: list[ExpectedTensor] = []
     for tensor in expected.values():
         actual = tensors.get(tensor.name)
         if actual is None:
             if tensor.requirement is Requirement.REQUIRED:
                 missing.append(tensor)
+            continue
+        if tensor.name in unshaped:
             continue
         if tensor.requirement is Requirement.FORBIDDEN:
             findings.append(
@@ -215,7 +299,9 @@ def compare(desc: DraftDescription, tensors: dict[str, TensorHeader]) -> list[Fi
     for name, actual in tensors.items():
         if name not in expected:
             findings.append(_unexpected(desc, name, actual))
-    findings.extend(_dtype_findings(tensors, expected))
+    if method is None:
+        # Quantization mixes dtypes by design; the scheme is reported as DFT024 instead.
+        findings.extend(_dtype_findings(tensors, expected))
     return findings
 
 

@@ -151,3 +151,53 @@ def test_parameters_exclude_index_maps(make_checkpoint: CheckpointFactory) -> No
     )
     assert document["tensors"]["parameters"] == floats
     assert document["tensors"]["dtypes"] == {"BF16": 26, "BOOL": 1, "I64": 1}
+
+
+def _quantized(spec: testing.DraftSpec, scheme: str) -> list[testing.TensorSpec]:
+    """Tensor tables as llm-compressor writes them: FP8 (same shape + scales) or W4A16 (packed)."""
+    out: list[testing.TensorSpec] = []
+    for name, dtype, shape in testing.tensor_table(spec):
+        is_linear = name.endswith("_proj.weight") and len(shape) == 2 and name.startswith("layers.")
+        if not is_linear:
+            out.append((name, dtype, shape))
+            continue
+        base = name.removesuffix(".weight")
+        rows, cols = shape
+        if scheme == "fp8":
+            out += [
+                (name, "F8_E4M3", shape),
+                (f"{base}.weight_scale", "F32", (rows, 1)),
+                (f"{base}.input_scale", "F32", (1,)),
+            ]
+        else:
+            out += [
+                (f"{base}.weight_packed", "I32", (rows, cols // 8)),
+                (f"{base}.weight_scale", "BF16", (rows, cols // 16)),
+                (f"{base}.weight_shape", "I64", (2,)),
+            ]
+    return out
+
+
+QUANT_CONFIG = {"quantization_config": {"quant_method": "compressed-tensors", "format": "float-quantized"}}
+
+
+@pytest.mark.parametrize("scheme", ["fp8", "w4a16"])
+def test_quantized_checkpoints_are_recognized(make_checkpoint: CheckpointFactory, scheme: str) -> None:
+    spec = replace(testing.TINY, extra_config=QUANT_CONFIG)
+    found = findings(make_checkpoint("zlab-dflash", spec, tensors=_quantized(spec, scheme)))
+    assert [f.code for f in found] == ["DFT024"]
+    packed = 0 if scheme == "fp8" else 7 * spec.num_hidden_layers
+    assert found[0].values["packed"] == packed
+
+
+def test_quantization_data_without_a_quantization_config_is_unexpected(make_checkpoint: CheckpointFactory) -> None:
+    codes_found = codes(make_checkpoint("zlab-dflash", testing.TINY, tensors=_quantized(testing.TINY, "fp8")))
+    assert "DFT021" in codes_found and "DFT024" not in codes_found
+
+
+def test_quantized_checkpoints_still_catch_missing_and_misshapen_weights(make_checkpoint: CheckpointFactory) -> None:
+    spec = replace(testing.TINY, extra_config=QUANT_CONFIG)
+    table = [t for t in _quantized(spec, "w4a16") if not t[0].startswith("layers.1.mlp.down_proj")]
+    assert codes(make_checkpoint("zlab-dflash", spec, tensors=table)) == ["DFT020", "DFT024"]
+    table = [(n, d, (8, 64) if n == "layers.0.self_attn.q_proj.weight" else s) for n, d, s in _quantized(spec, "fp8")]
+    assert codes(make_checkpoint("zlab-dflash", spec, tensors=table)) == ["DFT022", "DFT024"]
