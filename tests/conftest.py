@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from dflash_tools import testing
+from tests.hub_server import HubServer, point_huggingface_hub_at
 
 # Set before anything imports huggingface_hub (it reads these once at import).
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
@@ -52,3 +53,12 @@ def default_spec(dialect: str) -> testing.DraftSpec:
     if "dflash2" in dialect:
         return testing.TINY_DFLASH2
     return testing.TINY
+
+
+@pytest.fixture
+def hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[HubServer]:
+    """A local server imitating the Hub's API and file endpoints, with huggingface_hub pointed at it."""
+    server = HubServer().start()
+    point_huggingface_hub_at(monkeypatch, tmp_path, server.url)
+    yield server
+    server.stop()

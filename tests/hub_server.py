@@ -31,6 +31,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
@@ -392,3 +393,27 @@ class _Handler(BaseHTTPRequestHandler):
             self.hub._count(repo_id, filename, len(piece))
             self.wfile.write(piece)
         self.wfile.flush()
+
+
+def point_huggingface_hub_at(monkeypatch: Any, tmp_path: Path, url: str) -> None:
+    """Send every huggingface_hub request to `url`, with an empty cache and no saved token.
+
+    huggingface_hub reads its settings once at import, so the constants are patched as well as
+    the environment (for child processes).
+    """
+    from huggingface_hub import constants
+
+    cache = tmp_path / "hf-cache"
+    monkeypatch.setattr(constants, "ENDPOINT", url)
+    monkeypatch.setattr(constants, "HUGGINGFACE_CO_URL_TEMPLATE", url + "/{repo_id}/resolve/{revision}/{filename}")
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(constants, "HF_HUB_DISABLE_TELEMETRY", True)
+    monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(tmp_path / "no-token"))
+    monkeypatch.setattr(constants, "HF_STORED_TOKENS_PATH", str(tmp_path / "no-stored-tokens"))
+    monkeypatch.setenv("HF_ENDPOINT", url)
+    monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    monkeypatch.delenv("HF_OIDC_RESOURCE", raising=False)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)

@@ -21,7 +21,7 @@ from dflash_tools.errors import OperationError, UsageError
 from dflash_tools.inspect import inspect_checkpoint
 from tests.conftest import CheckpointFactory
 from tests.hub_commit_server import HubCommitServer
-from tests.hub_server import HubServer, header_size
+from tests.hub_server import HubServer, header_size, point_huggingface_hub_at
 
 runner = CliRunner()
 REPO = "z-lab/Qwen3.8-27B-DFlash2"
@@ -37,25 +37,10 @@ def checkpoint_files(tmp_path: Path) -> dict[str, bytes]:
     return files
 
 
-def _isolate(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, url: str) -> None:
-    # huggingface_hub reads these at import time: patch the constants, not only the env.
-    monkeypatch.setattr(constants, "ENDPOINT", url)
-    monkeypatch.setattr(constants, "HUGGINGFACE_CO_URL_TEMPLATE", url + "/{repo_id}/resolve/{revision}/{filename}")
-    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hf-cache"))
-    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
-    monkeypatch.setattr(constants, "HF_HUB_DISABLE_TELEMETRY", True)
-    monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(tmp_path / "no-token"))
-    monkeypatch.setattr(constants, "HF_STORED_TOKENS_PATH", str(tmp_path / "no-stored-tokens"))
-    monkeypatch.setenv("HF_ENDPOINT", url)
-    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf-cache"))
-    monkeypatch.delenv("HF_TOKEN", raising=False)
-    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-
-
 @pytest.fixture
 def hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[HubServer]:
     server = HubServer().start()
-    _isolate(monkeypatch, tmp_path, server.url)
+    point_huggingface_hub_at(monkeypatch, tmp_path, server.url)
     server.add_repo(REPO, checkpoint_files(tmp_path))
     yield server
     server.stop()
@@ -64,7 +49,7 @@ def hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[HubServer]:
 @pytest.fixture
 def commits(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[HubCommitServer]:
     server = HubCommitServer().start()
-    _isolate(monkeypatch, tmp_path, server.url)
+    point_huggingface_hub_at(monkeypatch, tmp_path, server.url)
     server.add_repo("me/draft-fixed")
     yield server
     server.stop()

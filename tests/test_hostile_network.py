@@ -11,11 +11,9 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from huggingface_hub import constants
 
 from dflash_tools import testing
 from dflash_tools.errors import SourceError
@@ -36,22 +34,6 @@ def test_network_faults_quick() -> None:
     assert "0 not as expected" in done.stdout, done.stdout
     rows = [line for line in done.stdout.splitlines() if line.startswith("| ") and "`dflash-tools" in line]
     assert len(rows) >= 8
-
-
-@pytest.fixture
-def hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[HubServer]:
-    server = HubServer().start()
-    monkeypatch.setattr(constants, "ENDPOINT", server.url)
-    monkeypatch.setattr(
-        constants, "HUGGINGFACE_CO_URL_TEMPLATE", server.url + "/{repo_id}/resolve/{revision}/{filename}"
-    )
-    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hf-cache"))
-    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
-    monkeypatch.setattr(constants, "HF_HUB_DISABLE_TELEMETRY", True)
-    monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(tmp_path / "no-token"))
-    monkeypatch.setattr(constants, "HF_STORED_TOKENS_PATH", str(tmp_path / "no-stored-tokens"))
-    yield server
-    server.stop()
 
 
 @pytest.mark.parametrize(

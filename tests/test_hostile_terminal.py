@@ -10,11 +10,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-from huggingface_hub import constants
 from typer.testing import CliRunner
 
 from dflash_tools import testing
@@ -214,24 +211,6 @@ def test_smoke_test_dry_run_is_inert(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------------------------
 # Hub metadata
 # --------------------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[HubServer]:
-    server = HubServer().start()
-    monkeypatch.setattr(constants, "ENDPOINT", server.url)
-    monkeypatch.setattr(
-        constants, "HUGGINGFACE_CO_URL_TEMPLATE", server.url + "/{repo_id}/resolve/{revision}/{filename}"
-    )
-    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hf-cache"))
-    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
-    monkeypatch.setattr(constants, "HF_HUB_DISABLE_TELEMETRY", True)
-    monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(tmp_path / "no-token"))
-    monkeypatch.setattr(constants, "HF_STORED_TOKENS_PATH", str(tmp_path / "no-stored-tokens"))
-    monkeypatch.setenv("HF_ENDPOINT", server.url)
-    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf-cache"))
-    yield server
-    server.stop()
 
 
 def test_hub_metadata_is_inert_and_exact(hub: HubServer) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import huggingface_hub
@@ -35,32 +34,6 @@ TENSORS_B = [("norm.weight", "BF16", (256,)), ("layers.0.mlp.up_proj.weight", "B
 # --------------------------------------------------------------------------------------------
 # Fixtures and helpers
 # --------------------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[HubServer]:
-    server = HubServer().start()
-    cache = tmp_path / "hf-cache"
-    # huggingface_hub reads these at import time: patch the constants, not only the env.
-    monkeypatch.setattr(constants, "ENDPOINT", server.url)
-    monkeypatch.setattr(
-        constants,
-        "HUGGINGFACE_CO_URL_TEMPLATE",
-        server.url + "/{repo_id}/resolve/{revision}/{filename}",
-    )
-    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
-    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
-    monkeypatch.setattr(constants, "HF_HUB_DISABLE_TELEMETRY", True)
-    monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(tmp_path / "no-token"))
-    monkeypatch.setattr(constants, "HF_STORED_TOKENS_PATH", str(tmp_path / "no-stored-tokens"))
-    monkeypatch.setenv("HF_ENDPOINT", server.url)
-    monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
-    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
-    monkeypatch.delenv("HF_TOKEN", raising=False)
-    monkeypatch.delenv("HF_OIDC_RESOURCE", raising=False)
-    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    yield server
-    server.stop()
 
 
 def config_bytes(config: dict[str, object] | None = None) -> bytes:

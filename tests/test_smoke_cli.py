@@ -6,13 +6,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
-from huggingface_hub import constants
 from typer.testing import CliRunner
 
 from dflash_tools import testing
@@ -147,23 +145,6 @@ def test_bundled_presets_are_valid() -> None:
     assert [r["mean_acceptance_length"] for r in preset.drafts[0].references] == [5.34, 5.37]
     small = load_preset("qwen3-8b-dflash-b16")
     assert small.drafts[0].floor is not None and small.drafts[0].floor.mean_acceptance_length == 5.59
-
-
-@pytest.fixture
-def hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[HubServer]:
-    server = HubServer().start()
-    monkeypatch.setattr(constants, "ENDPOINT", server.url)
-    monkeypatch.setattr(
-        constants, "HUGGINGFACE_CO_URL_TEMPLATE", server.url + "/{repo_id}/resolve/{revision}/{filename}"
-    )
-    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hf-cache"))
-    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
-    monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(tmp_path / "no-token"))
-    monkeypatch.setattr(constants, "HF_STORED_TOKENS_PATH", str(tmp_path / "no-stored-tokens"))
-    monkeypatch.setenv("HF_ENDPOINT", server.url)
-    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    yield server
-    server.stop()
 
 
 def test_the_motivating_preset_resolves(hub: HubServer) -> None:
