@@ -192,48 +192,31 @@ def read_config_file(path: Path, file: str = CONFIG_NAME) -> tuple[dict[str, Any
 
 def load_local(path: Path, *, source: str) -> LoadedCheckpoint:
     """A folder, a single .safetensors file (config.json beside it) or a config.json alone."""
-    if path.is_dir():
-        folder = path
-        config, text, findings = read_config_file(folder / CONFIG_NAME)
-        loaded = LoadedCheckpoint(
-            source=source,
-            kind="local",
-            location=str(folder.resolve()),
-            config=config,
-            config_text=text,
-            findings=findings,
-            local_dir=folder,
-        )
-        read_local_weights(folder, loaded)
-        return loaded
-    if not path.is_file():
+    if not path.is_dir() and not path.is_file():
         raise SourceError(f"{source}: not a regular file or folder", "pass a checkpoint folder or file")
-    folder = path.parent
-    if path.suffix == ".safetensors":
-        config, text, findings = read_config_file(folder / CONFIG_NAME)
-        loaded = LoadedCheckpoint(
-            source=source,
-            kind="local",
-            location=str(path.resolve()),
-            config=config,
-            config_text=text,
-            findings=findings,
-            local_dir=folder,
+    if path.is_file() and path.suffix not in (".safetensors", ".json"):
+        raise SourceError(
+            f"{source}: expected a checkpoint folder, a .safetensors file or a config.json",
+            "pass the folder that holds config.json and the weights",
         )
+    folder = path if path.is_dir() else path.parent
+    config_path = path if path.suffix == ".json" and path.is_file() else folder / CONFIG_NAME
+    config, text, findings = read_config_file(config_path, config_path.name)
+    loaded = LoadedCheckpoint(
+        source=source,
+        kind="local",
+        location=str(path.resolve()),
+        config=config,
+        config_text=text,
+        findings=findings,
+        local_dir=folder,
+    )
+    if path.is_dir():
+        read_local_weights(folder, loaded)
+    elif path.suffix == ".safetensors":
         add_shard(loaded, lambda: read_local_header(path, path.name))
-        return loaded
-    if path.suffix == ".json":
-        config, text, findings = read_config_file(path, path.name)
-        loaded = LoadedCheckpoint(
-            source=source,
-            kind="local",
-            location=str(path.resolve()),
-            config=config,
-            config_text=text,
-            findings=findings,
-            local_dir=folder,
-            weights_inspected=False,
-        )
+    else:
+        loaded.weights_inspected = False
         loaded.findings.append(
             make_finding(
                 "DFT005",
@@ -241,11 +224,7 @@ def load_local(path: Path, *, source: str) -> LoadedCheckpoint:
                 "pass the checkpoint folder to check tensors too",
             )
         )
-        return loaded
-    raise SourceError(
-        f"{source}: expected a checkpoint folder, a .safetensors file or a config.json",
-        "pass the folder that holds config.json and the weights",
-    )
+    return loaded
 
 
 def add_shard(loaded: LoadedCheckpoint, read: Any) -> ShardHeader | None:
