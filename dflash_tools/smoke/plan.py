@@ -216,6 +216,21 @@ def _target_for_engine(target: str | None) -> str:
     return target.removeprefix("hf://")
 
 
+# On a CPU both engines compute in float32 unless told otherwise: the cross-check with the
+# reference engine then compares like with like (vLLM's CPU default would be bfloat16).
+CPU_DTYPE = "float32"
+
+
+# vLLM's CPU build reserves gpu_memory_utilization (0.92) of the machine's memory unless the KV
+# cache size is given, and compiles with inductor unless eager: on a laptop or a 2-core CI machine
+# the first fails and the second costs minutes. Both stay overridable with --engine-arg.
+CPU_ENGINE_ARGS: dict[str, Any] = {"kv_cache_memory_bytes": 512 * 1024 * 1024, "enforce_eager": True}
+
+
+def _on_cpu(device: str | None) -> bool:
+    return (device or "").startswith("cpu")
+
+
 def _explicit_v1(env: Mapping[str, str]) -> bool:
     value = env.get(V2_ENV)
     return value is not None and value.strip().lower() in ("0", "false", "no", "off")
@@ -380,7 +395,7 @@ def _request(
         "max_tokens": options.max_tokens,
         "baseline": False,
         "seed": options.seed,
-        "dtype": options.dtype,
+        "dtype": options.dtype or (CPU_DTYPE if _on_cpu(options.device) else None),
         "device": options.device,
         "engine_args": dict(options.engine_args),
         "env": dict(env),
@@ -403,6 +418,9 @@ def _request(
         if reads is not None and reads[1] != sample_from_anchor:
             overrides[reads[0]] = sample_from_anchor
         engine_args = dict(options.engine_args)
+        if _on_cpu(options.device):
+            for key, value in CPU_ENGINE_ARGS.items():
+                engine_args.setdefault(key, value)
         additional = dict(engine_args.get("additional_config") or {})
         # vLLM hashes additional_config into the compile-cache key; the layout and K must be in it
         # so a graph compiled for one layout is never reused for the other (research §5.4).
@@ -486,6 +504,22 @@ def plan_draft(
         )
 
     errors = [f for f in plan.findings if f.severity is Severity.ERROR]
+    declared_run = plan.declared_run
+    if (
+        errors
+        and options.compare_layouts
+        and declared_run is not None
+        and declared_run.serving == "unavailable"
+        and all(_layout_unavailable(f) for f in errors)
+    ):
+        # --compare-layouts asks what this vLLM does with the draft as published: launch the
+        # declared layout anyway and judge what actually happened (a refusal, or a silent
+        # change of layout the observed query positions and the acceptance show).
+        declared_run.serving = "unsupported"
+        plan.notes.append(
+            "--compare-layouts: launching the declared layout on a vLLM that cannot serve it, to show what it does"
+        )
+        errors = []
     if errors and options.force:
         plan.forced = True
         plan.notes.append(f"--force: launching despite {len(errors)} error finding(s)")
@@ -499,6 +533,15 @@ def plan_draft(
         )
         plan.refusal_kind = "setup" if setup_only else "preflight"
     return plan
+
+
+def _layout_unavailable(finding: Finding) -> bool:
+    """The DFT041 error that says this vLLM cannot serve the anchor-first layout."""
+    return (
+        finding.code == "DFT041"
+        and finding.values.get("cause") == "environment"
+        and "sample_from_anchor" in finding.keys
+    )
 
 
 def _check_expectations(plan: DraftPlan, entry: DraftEntry, k: int, sample_from_anchor: bool, queries: int) -> None:
@@ -519,8 +562,6 @@ def resolve_plan(
 ) -> SmokePlan:
     if not options.drafts:
         raise UsageError("no draft given", "pass --draft (repeatable) or --preset")
-    if options.engine == "vllm" and (options.device or "").startswith("cpu"):
-        raise UsageError("--device cpu: the vLLM engine serves on GPUs", "use --engine torch for a CPU run")
     if options.target is None:
         raise UsageError("no target given", "pass --target (the model the drafts were trained for) or --preset")
     drafts = [

@@ -104,6 +104,60 @@ def served_speculative_config(request: contract.SmokeRequest, work_dir: Path) ->
     return speculative, str(overlay)
 
 
+# --- observing the V1 drafter ----------------------------------------------------------------
+
+OBSERVED_ATTRIBUTE = "_dflash_tools_query_rows"
+INSECURE_SERIALIZATION_ENV = "VLLM_ALLOW_INSECURE_SERIALIZATION"
+
+
+def install_query_observer(worker: Any) -> str | None:
+    """Runs in each vLLM worker (`LLM.collective_rpc`): record the query rows of every draft pass.
+
+    The V1 DFlash proposer builds the draft block's attention metadata in `set_inputs_first_pass`;
+    its `max_query_len` is the number of query positions per request that actually ran. The
+    wrapper only reads that value. None when this runner has no such drafter (V2, other methods).
+    """
+    drafter = getattr(getattr(worker, "model_runner", None), "drafter", None)
+    original = getattr(drafter, "set_inputs_first_pass", None)
+    if drafter is None or original is None:
+        return None
+    seen: list[int] = []
+
+    def observed(*args: Any, **kwargs: Any) -> Any:
+        out = original(*args, **kwargs)
+        metadata = out[2] if isinstance(out, tuple) and len(out) > 2 else None
+        rows = getattr(metadata, "max_query_len", None)
+        if isinstance(rows, int):
+            seen.append(rows)
+        return out
+
+    drafter.set_inputs_first_pass = observed
+    setattr(worker, OBSERVED_ATTRIBUTE, seen)
+    return type(drafter).__name__
+
+
+def read_query_observer(worker: Any) -> list[int] | None:
+    seen = getattr(worker, OBSERVED_ATTRIBUTE, None)
+    return list(seen) if seen is not None else None
+
+
+def _observe(llm: Any) -> list[str | None]:
+    try:
+        return list(llm.collective_rpc(install_query_observer))
+    except Exception as exc:  # an observation that cannot be made is reported, never fatal
+        progress(f"cannot observe the drafter's query positions ({type(exc).__name__}: {exc})")
+        return []
+
+
+def _observed_rows(llm: Any) -> list[int] | None:
+    try:
+        per_worker = llm.collective_rpc(read_query_observer)
+    except Exception:
+        return None
+    rows = [r for worker in per_worker if worker for r in worker]
+    return rows or None
+
+
 # --- running vLLM ----------------------------------------------------------------------------
 
 
@@ -219,11 +273,21 @@ def _run(request: contract.SmokeRequest, work: Path, details: dict[str, Any]) ->
     if overlay:
         details["overlay"] = overlay
         details["draft_config_overrides"] = request.get("draft_config_overrides")
+    on_cpu = (request["device"] or "").startswith("cpu")
+    if on_cpu:
+        # collective_rpc sends our observer function (by reference to this module) to vLLM's own
+        # local worker processes; vLLM only unpickles functions with this set.
+        os.environ.setdefault(INSECURE_SERIALIZATION_ENV, "1")
     progress("importing vLLM")
     import vllm
     from vllm import LLM
 
+    from dflash_tools.smoke.capability import vllm_distribution
+
     details["vllm_version"] = getattr(vllm, "__version__", None)
+    details["vllm_distribution"] = vllm_distribution()
+    details["device"] = request["device"]
+    details["dtype"] = request["dtype"]
     required = bool(request.get("plugin_required"))
     if required:
         _require_plugin_loaded()
@@ -240,6 +304,9 @@ def _run(request: contract.SmokeRequest, work: Path, details: dict[str, Any]) ->
     observed = _check_observed_queries(request, state)
     if state is not None:
         details["plugin"] = state
+    observers = _observe(llm) if on_cpu and not observed else []
+    if any(observers):
+        details["drafter"] = next(o for o in observers if o)
 
     prompts = _prompts(llm, request)
     before = counters_from_metrics(llm.get_metrics()) or ZERO
@@ -249,6 +316,15 @@ def _run(request: contract.SmokeRequest, work: Path, details: dict[str, Any]) ->
     if after is None:
         raise EngineFailure("vLLM reported no speculative-decoding counters: speculation did not run")
     counters = after.minus(before)
+    if any(observers):
+        rows = _observed_rows(llm)
+        if rows:
+            details["observed_query_positions"] = {
+                "source": f"{details.get('drafter')}.set_inputs_first_pass (attention metadata max_query_len)",
+                "draft_passes": len(rows),
+                "values": sorted(set(rows)),
+            }
+            observed = sorted(set(rows))
     _shutdown(llm)
 
     output_tokens = sum(len(ids) for ids in outputs)
