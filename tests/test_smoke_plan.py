@@ -280,8 +280,6 @@ def test_floors_and_expectations(tmp_path: Path) -> None:
 def test_usage_errors(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="no draft"):
         resolve_plan(SmokeOptions(target="x", drafts=[], prompts=["p"]), None, None)
-    with pytest.raises(UsageError, match="--device cpu"):
-        resolve_plan(SmokeOptions(target="x", drafts=[DraftEntry("y")], prompts=["p"], device="cpu"), None, None)
     missing = SmokeOptions(target=str(tmp_path), drafts=[DraftEntry(str(tmp_path / "nope"))], prompts=["p"])
     (plan,) = resolve_plan(missing, None, None).drafts
     assert plan.refusal_kind == "setup" and not plan.runs

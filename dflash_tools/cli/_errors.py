@@ -28,9 +28,24 @@ def report_error(message: str, hint: str = "") -> None:
         console.print(f"[dim]hint:[/dim] {safe_text(hint)}", soft_wrap=True)
 
 
+def error_document(command: str, message: str, hint: str, exit_code: int) -> dict[str, object]:
+    """The one JSON document a --format json run prints when it stops on an error."""
+    return {
+        "schema_version": 1,
+        "command": command,
+        "ok": False,
+        "exit_code": exit_code,
+        "error": {"message": message, "hint": hint},
+    }
+
+
 @contextmanager
-def handle_errors() -> Iterator[None]:
-    """Turn our exceptions into exit codes; anything else is a one-line internal error."""
+def handle_errors(json_command: str | None = None) -> Iterator[None]:
+    """Turn our exceptions into exit codes; anything else is a one-line internal error.
+
+    With `json_command` (the command's name, when its output is JSON), our own errors also print
+    an error document on stdout, so JSON readers get one document on every path.
+    """
     try:
         yield
     except typer.Exit:
@@ -39,6 +54,12 @@ def handle_errors() -> Iterator[None]:
         if debug_enabled():
             raise
         report_error(exc.message, exc.hint)
+        if json_command is not None:
+            import json
+            import sys
+
+            document = error_document(json_command, exc.message, exc.hint, exc.exit_code)
+            sys.stdout.write(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
         raise typer.Exit(exc.exit_code) from None
     except KeyboardInterrupt:
         report_error("interrupted")

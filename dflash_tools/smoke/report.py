@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dflash_tools.geometry import layout_name
-from dflash_tools.smoke import contract
+from dflash_tools.smoke import contract, cross_check
 from dflash_tools.smoke.plan import DraftPlan, RunPlan, SmokePlan
 from dflash_tools.smoke.presets import Floor
 
@@ -61,6 +61,41 @@ def token_identity(outputs: list[list[int]], baseline: list[list[int]]) -> dict[
     }
 
 
+def layout_cause(run: RunPlan, result: contract.SmokeResult | None) -> str | None:
+    """What vLLM actually did with an anchor-first layout it was asked to serve, from the evidence.
+
+    A run that failed where the plan knew this vLLM cannot serve the layout: vLLM refused it.
+    A run whose drafter was observed running K + 1 query positions: it was served in the bonus
+    layout (on the V1 runner, "stock V1"). Anything else: no cause can be named from the run.
+    """
+    if result is None or run.sample_from_anchor is not True:
+        return None
+    k = run.num_speculative_tokens
+    if not result["ok"]:
+        if run.serving == "unsupported":
+            return f"vLLM refused the anchor-first draft: {result['error']}"
+        return None
+    observed = result["query_positions_per_step"] or []
+    if k + 1 not in observed:
+        return None
+    details = result.get("engine_details") or {}
+    served_by = "stock V1" if details.get("runner") == "v1" else f"vLLM ({details.get('runner') or 'runner unknown'})"
+    return (
+        f"{served_by} served an anchor-first draft in the bonus layout "
+        f"({k + 1} query positions per request observed for K = {k}; the layout needs {k})"
+    )
+
+
+def speed_warning(speedup: float | None, result: contract.SmokeResult | None, baseline_tps: float | None) -> str | None:
+    """A draft that made generation slower than the target alone is not a win, whatever it accepts."""
+    if speedup is None or speedup >= 1.0 or result is None or baseline_tps is None:
+        return None
+    return (
+        f"slower than the target alone: {speedup:.2f}x the target's speed "
+        f"({result['tokens_per_second']:.1f} vs {baseline_tps:.1f} tokens/s)"
+    )
+
+
 def judge_run(
     run: RunPlan,
     result: contract.SmokeResult | None,
@@ -73,9 +108,14 @@ def judge_run(
         return Verdict("skipped", [run.skip_reason])
     if result is None:
         return Verdict("planned")
+    cause = layout_cause(run, result)
     if not result["ok"]:
+        if cause is not None:
+            return Verdict("fail", [cause])
         return Verdict("error", [result["error"] or "the run failed"])
     verdict = Verdict("pass")
+    if cause is not None:
+        verdict.reasons.append(cause)
     k = run.num_speculative_tokens
     drafts = result["num_drafts"]
     mean = result["mean_acceptance_length"]
@@ -95,7 +135,7 @@ def judge_run(
         verdict.reasons.append(f"the engine drafted {positions} positions per step, the plan asked for K = {k}")
     observed = result["query_positions_per_step"] or []
     wrong = sorted({q for q in observed if q != run.num_query_tokens})
-    if wrong and run.num_query_tokens is not None and run.sample_from_anchor is not None:
+    if wrong and run.num_query_tokens is not None and run.sample_from_anchor is not None and cause is None:
         verdict.reasons.append(
             f"the engine ran {wrong[0]} query positions per request, the {layout_name(run.sample_from_anchor)} layout "
             f"needs {run.num_query_tokens}"
@@ -151,6 +191,7 @@ def _run_document(
     result: contract.SmokeResult | None,
     baseline: contract.BaselineResult | None,
     require_identical: bool,
+    reference: contract.SmokeResult | None = None,
 ) -> tuple[dict[str, Any], Verdict]:
     identity = None
     speedup = None
@@ -159,11 +200,25 @@ def _run_document(
         if baseline["tokens_per_second"] > 0:
             speedup = result["tokens_per_second"] / baseline["tokens_per_second"]
     verdict = judge_run(run, result, draft.floor, identity=identity, require_identical=require_identical)
+    slow = speed_warning(speedup, result, baseline["tokens_per_second"] if baseline else None)
+    if slow is not None and verdict.status in ("pass", "fail"):
+        verdict.warnings.append(slow)
+    check = None
+    if reference is not None and result is not None:
+        check = cross_check.compare(result, reference)
+        layout = layout_name(run.sample_from_anchor) if run.sample_from_anchor is not None else "declared"
+        reason = cross_check.disagreement(check, layout)
+        if reason is not None and verdict.status in ("pass", "fail"):
+            verdict.reasons.append(reason)
+            verdict.status = "fail"
+        elif not check["ok"] and verdict.status in ("pass", "fail"):
+            verdict.warnings.append(f"the torch reference cross-check did not run: {check['error']}")
     document = run.to_dict()
     document.update(
         result=dict(result) if result is not None else None,
         token_identity=identity,
         speedup=speedup,
+        cross_check=check,
         verdict=verdict.to_dict(),
     )
     return document, verdict
@@ -198,8 +253,11 @@ def build_document(
     work_dir: str | None,
     require_identical: bool = False,
     extra: dict[str, Any] | None = None,
+    references: dict[str, contract.SmokeResult] | None = None,
 ) -> dict[str, Any]:
-    """The whole smoke test as one document; `results` maps run slugs to contract results."""
+    """The whole smoke test as one document; `results` (and the cross-check's `references`) map
+    run slugs to contract results."""
+    references = references or {}
     baseline = next((r["baseline"] for r in results.values() if r["ok"] and r["baseline"] is not None), None)
     drafts = []
     statuses = []
@@ -207,7 +265,9 @@ def build_document(
         run_docs = []
         run_verdicts = []
         for run in draft.runs:
-            run_doc, verdict = _run_document(draft, run, results.get(run.slug), baseline, require_identical)
+            run_doc, verdict = _run_document(
+                draft, run, results.get(run.slug), baseline, require_identical, references.get(run.slug)
+            )
             run_docs.append(run_doc)
             run_verdicts.append((run, verdict))
         declared = next((results.get(r.slug) for r in draft.runs if r.layout_role == "declared"), None)
@@ -218,6 +278,17 @@ def build_document(
         statuses.append((draft, verdict))
         document = draft.to_dict()
         document.update(runs=run_docs, layout_comparison=comparison, verdict=verdict.to_dict())
+        if references:
+            slugs = {r.layout_role: r.slug for r in draft.runs}
+            document["layout_comparison_reference"] = (
+                compare_layouts(
+                    references.get(slugs.get("declared", "")),
+                    references.get(slugs.get("flipped", "")),
+                    layout_name(geometry.sample_from_anchor),
+                )
+                if geometry
+                else None
+            )
         drafts.append(document)
     options = plan.options
     code = exit_code([(d.refusal_kind, v.status) for d, v in statuses])

@@ -232,3 +232,29 @@ def execute_plan(
         if on_done is not None:
             on_done(run, result)
     return results
+
+
+def execute_references(
+    plan: SmokePlan,
+    work_dir: Path,
+    *,
+    timeout_s: float,
+    on_start: Callable[[RunPlan, Path], None] | None = None,
+    on_progress: Callable[[str], None] | None = None,
+    on_done: Callable[[RunPlan, contract.SmokeResult], None] | None = None,
+) -> dict[str, contract.SmokeResult]:
+    """Repeat every run of the plan on the torch reference engine (the cross-check), by slug."""
+    from dflash_tools.smoke.cross_check import reference_request
+
+    references: dict[str, contract.SmokeResult] = {}
+    for _draft, run in plan.runs():
+        assert run.request is not None
+        request = reference_request(run.request)
+        files = RunFiles.under(work_dir, f"{run.slug}.torch")
+        if on_start is not None:
+            on_start(run, files.log)
+        result = run_child(request, files, env={}, timeout_s=timeout_s, on_progress=on_progress)
+        references[run.slug] = result
+        if on_done is not None:
+            on_done(run, result)
+    return references

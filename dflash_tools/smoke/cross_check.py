@@ -1,0 +1,97 @@
+"""Cross-check a vLLM run against the torch reference engine on the same pair, prompts and layout.
+
+On a CPU host both engines run in one environment, so every vLLM run can be repeated by the
+reference engine (`dflash_tools.engine`) with the same request: same target and draft folders,
+prompts, K, layout (`sample_from_anchor`, `draft_config_overrides`), max_tokens, dtype.
+
+What must agree:
+- greedy tokens, exactly: both verify greedily, so both must produce the target's own greedy
+  output;
+- acceptance per draft position within `RATE_TOLERANCE` (absolute, on each rate
+  accepted_i / num_drafts). Why that number: with float32 on both sides (the CPU default of
+  smoke-test) the engines differ only by the rounding order of their kernels, about 1e-6
+  relative. That changes a draft's proposal only where its top two logits are closer than that,
+  and each such step moves one position's count by one. 0.02 allows that on one step in 50
+  while a layout mistake (a rate that drops to 0) or an off-by-one in the block is always far
+  outside it. On the bundled `vllm-cpu-demo` the logit gaps are constructed to be >= 4 and both
+  engines agree exactly (difference 0.0).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dflash_tools.smoke import contract
+
+RATE_TOLERANCE = 0.02
+REFERENCE_ENGINE = "torch"
+# Request keys only the vLLM engine reads.
+_VLLM_ONLY = ("speculative_config", "plugin_required")
+
+
+def reference_request(request: contract.SmokeRequest) -> contract.SmokeRequest:
+    """The same run for the reference engine: no vLLM arguments, no baseline (vLLM measured it)."""
+    document: dict[str, Any] = {k: v for k, v in request.items() if k not in _VLLM_ONLY}
+    document.update(
+        engine=REFERENCE_ENGINE,
+        engine_args={},
+        baseline=False,
+        label=f"{request.get('label', request['draft'])} [torch reference]",
+    )
+    return contract.validate_request(document)
+
+
+def compare(vllm: contract.SmokeResult, reference: contract.SmokeResult) -> dict[str, Any]:
+    """The cross-check section of one run: both engines' numbers side by side, and whether they agree."""
+    section: dict[str, Any] = {
+        "engine": REFERENCE_ENGINE,
+        "ok": reference["ok"],
+        "error": reference["error"],
+        "tolerance": {"acceptance_rate_per_position": RATE_TOLERANCE, "tokens": "identical"},
+        "log_path": reference["log_path"],
+    }
+    if not (vllm["ok"] and reference["ok"]):
+        section["agrees"] = None
+        return section
+    ours, theirs = vllm["acceptance_rate_per_position"], reference["acceptance_rate_per_position"]
+    width = max(len(ours), len(theirs))
+    padded = [list(r) + [0.0] * (width - len(r)) for r in (ours, theirs)]
+    differences = [abs(a - b) for a, b in zip(*padded, strict=True)]
+    tokens_identical = vllm["outputs"] == reference["outputs"]
+    within = len(ours) == len(theirs) and all(d <= RATE_TOLERANCE for d in differences)
+    section.update(
+        tokens_identical=tokens_identical,
+        acceptance_rate_per_position={"vllm": list(ours), "torch": list(theirs)},
+        max_rate_difference=max(differences, default=0.0),
+        within_tolerance=within,
+        mean_acceptance_length={"vllm": vllm["mean_acceptance_length"], "torch": reference["mean_acceptance_length"]},
+        num_drafts={"vllm": vllm["num_drafts"], "torch": reference["num_drafts"]},
+        query_positions_per_step={
+            "vllm": sorted(set(vllm["query_positions_per_step"] or [])) or None,
+            "torch": sorted(set(reference["query_positions_per_step"] or [])) or None,
+        },
+        agrees=tokens_identical and within,
+    )
+    return section
+
+
+def disagreement(section: dict[str, Any], layout: str) -> str | None:
+    """A verdict reason when the engines disagree, else None."""
+    if section.get("agrees") is not False:
+        return None
+    parts = []
+    if not section["tokens_identical"]:
+        parts.append("greedy tokens differ")
+    if not section["within_tolerance"]:
+        mean = section["mean_acceptance_length"]
+        first = section["acceptance_rate_per_position"]
+        parts.append(
+            f"mean acceptance length {mean['vllm']:.2f} on vLLM vs {mean['torch']:.2f} on the torch reference in the "
+            f"{layout} layout (position 0: {_first(first['vllm']):.2f} vs {_first(first['torch']):.2f}; per-position "
+            f"difference up to {section['max_rate_difference']:.2f}, tolerance {RATE_TOLERANCE})"
+        )
+    return "vLLM disagrees with the torch reference: " + "; ".join(parts)
+
+
+def _first(rates: list[float]) -> float:
+    return rates[0] if rates else 0.0
