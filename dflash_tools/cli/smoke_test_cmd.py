@@ -317,7 +317,7 @@ def _execute(
 
     def on_start(run: RunPlan, log: Path) -> None:
         nonlocal status, current
-        current = safe_text(run.label) + (" [torch reference]" if reference else "")
+        current = safe_text(run.label) + (" (torch reference)" if reference else "")
         console.print(f"running {current} [dim](log: {safe_text(log)})[/dim]", soft_wrap=True)
         if live:
             status = console.status(f"{safe_text(run.label)}: starting")

@@ -516,8 +516,15 @@ def plan_draft(
         # declared layout anyway and judge what actually happened (a refusal, or a silent
         # change of layout the observed query positions and the acceptance show).
         declared_run.serving = "unsupported"
+        # With this vLLM's own runner choice, as a user's plain launch would get: forcing V2 here
+        # would only show that runner's refusal (on CPU: "Model Runner V2 requires Triton").
+        declared_run.runner = "auto"
+        declared_run.env = {k: v for k, v in declared_run.env.items() if k != V2_ENV or V2_ENV in options.env}
+        if declared_run.request is not None:
+            declared_run.request["env"] = dict(declared_run.env)
         plan.notes.append(
-            "--compare-layouts: launching the declared layout on a vLLM that cannot serve it, to show what it does"
+            "--compare-layouts: launching the declared layout as published on a vLLM that cannot serve it "
+            "(its default runner), to show what it does"
         )
         errors = []
     if errors and options.force:
