@@ -49,6 +49,11 @@ Examples:
   dflash-tools smoke-test --preset qwen3.8-27b-dflash2 --dry-run --format json
 
   dflash-tools smoke-test --server http://127.0.0.1:8000 -d z-lab/Qwen3.8-27B-DFlash2
+
+  dflash-tools smoke-test --engine vllm --device cpu -t example:vllm-cpu-demo/target -d example:vllm-cpu-demo/zlab-dflash
+
+On a machine without a GPU, --engine vllm --device cpu runs vLLM's CPU build (vllm-cpu) in float32
+and cross-checks every run against the torch reference engine (docs/cpu-smoke.md).
 """
 
 CPU_INSTALL_HINT = (
