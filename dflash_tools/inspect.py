@@ -13,6 +13,7 @@ from dflash_tools.findings import Finding, has_errors, make_finding, sort_findin
 from dflash_tools.geometry import Geometry, resolve_geometry
 from dflash_tools.profiles import ProfileMatch, match_profile, profile_findings
 from dflash_tools.safetensors_header import TensorHeader
+from dflash_tools.sliding_window import check_sliding_window
 from dflash_tools.source import LoadedCheckpoint, load_checkpoint
 from dflash_tools.target import TargetSpec, check_target, load_target
 from dflash_tools.tensors import compare, expected_tensors, expected_totals, summarize
@@ -160,6 +161,8 @@ def inspect_loaded(
         geometry, geometry_findings = resolve_geometry(desc, num_speculative_tokens)
         findings.extend(geometry_findings)
         findings.extend(check_config(desc))
+        if geometry is not None:
+            findings.extend(check_sliding_window(desc, geometry.num_query_tokens))
         if loaded.weights_inspected:
             findings.extend(compare(desc, loaded.tensors))
         if target is not None:
