@@ -127,6 +127,6 @@ def test_inspect_reports_dft055_with_the_counts(make_checkpoint: CheckpointFacto
     folder = make_checkpoint("speculators-dflash2", spec)
     report = inspect_checkpoint(str(folder))
     (finding,) = [f for f in report.findings if f.code == "DFT055"]
-    assert finding.severity.value == "warning"
+    assert finding.severity.value == "info"
     assert "window 5" in finding.message and "1..4 for rows 0..3" in finding.message
-    assert report.ok  # a warning: the draft still serves
+    assert report.ok  # a note: the draft serves, with slightly other keys at the window edge

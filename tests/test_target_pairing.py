@@ -26,7 +26,8 @@ def write_target(tmp_path: Path, spec: testing.DraftSpec = testing.TINY, **chang
 
 def codes_with_target(draft: Path, target: Path, k: int | None = None) -> list[str]:
     report = inspect_checkpoint(str(draft), target=str(target), num_speculative_tokens=k)
-    return [f.code for f in report.findings]
+    # DFT055 (info) describes every speculators draft with sliding layers; tests/test_sliding_window.py covers it.
+    return [f.code for f in report.findings if f.code != "DFT055"]
 
 
 @pytest.mark.parametrize("dialect", testing.ALL_DIALECTS)

@@ -17,7 +17,8 @@ def findings(folder: Path) -> list:
 
 
 def codes(folder: Path) -> list[str]:
-    return [f.code for f in findings(folder)]
+    # DFT055 (info) describes every speculators draft with sliding layers; tests/test_sliding_window.py covers it.
+    return [f.code for f in findings(folder) if f.code != "DFT055"]
 
 
 def test_published_qwen38_dflash2_figures(make_checkpoint: CheckpointFactory) -> None:
