@@ -65,3 +65,74 @@ def target_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from dflash_tools.engine import demo
 
     return demo.write_target(tmp_path_factory.mktemp("target") / "target", noise=0.6, dtype="F32")
+
+
+def speculators_model(folder: Path, *, attention: str = "eager") -> Any:
+    """speculators' own draft model, loaded by its own `from_pretrained` in float32.
+
+    `eager` attention: the default flex path compiles its mask builder (torch.compile), which
+    this CPU tier does not need; the eager path applies the same mask numerically.
+    """
+    import torch
+    from speculators import SpeculatorModel, SpeculatorModelConfig
+
+    config = SpeculatorModelConfig.from_pretrained(str(folder))
+    config.transformer_layer_config._attn_implementation = attention
+    return SpeculatorModel.from_pretrained(str(folder), config=config, dtype=torch.float32).eval()
+
+
+def engine_model(folder: Path, target: Path) -> tuple[Any, Any]:
+    """Our reference engine's draft (float32) and the target it drafts for."""
+    import torch
+
+    from dflash_tools.engine.draft import DraftModel
+    from dflash_tools.engine.target import BuiltinTarget
+    from dflash_tools.engine.weights import load_draft
+
+    checkpoint = load_draft(str(folder))
+    built = BuiltinTarget(target, device=torch.device("cpu"), dtype=torch.float32)
+    model = DraftModel(
+        checkpoint.description,
+        checkpoint.tensors,
+        target_embeddings=built.embedding_weight(),
+        target_lm_head=built.lm_head_weight(),
+        device=torch.device("cpu"),
+        dtype=torch.float32,
+    )
+    return model, built
+
+
+def prompt_ids(length: int) -> list[int]:
+    return [(7 * i + 3) % 60 + 2 for i in range(length)]
+
+
+def both_blocks(spec_model: Any, engine: Any, target: Any, context_length: int) -> tuple[Any, Any, list[int], Any]:
+    """Final-norm hidden rows [block_size, H] of one block anchored at position P = context_length,
+    with the token ids and the captured target states they came from.
+
+    speculators: its training forward (`_backbone_forward`) with exactly one valid anchor, P (the
+    loss mask selects it; the sequence runs a block past P so the anchor is eligible). Engine: the
+    context 0 .. P - 1 appended from the same captured target states, then one block at P.
+    """
+    import torch
+
+    block = spec_model.block_size
+    ids = prompt_ids(context_length + block + 1)
+    target.reset()  # the target keeps a KV cache between calls
+    _, captured = target.forward(ids, [t + 1 for t in engine.desc.target_layer_ids])
+    total = len(ids)
+    loss_mask = torch.zeros(1, total)
+    loss_mask[0, context_length] = 1
+    with torch.no_grad():
+        theirs, *_ = spec_model._backbone_forward(
+            captured[None].to(torch.float32),
+            torch.tensor([ids]),
+            loss_mask,
+            torch.zeros(1, total, engine.hidden_size),
+            torch.zeros(1, total, dtype=torch.long),
+            max_anchors=1,
+        )
+    state = engine.new_state()
+    engine.append_context(state, captured[:context_length], torch.arange(context_length))
+    ours = engine.block_hidden(state, anchor=ids[context_length], position=context_length, num_query_tokens=block)
+    return theirs[0], ours, ids, captured
