@@ -92,7 +92,9 @@ def _finding_values(dialect: str, spec: testing.DraftSpec, **top: object) -> lis
     return [f.values for f in check_sliding_window(desc, geometry.num_query_tokens) if f.code == "DFT055"]
 
 
-@pytest.mark.parametrize(("dialect", "algorithm"), [("speculators-dflash", "dflash"), ("speculators-dflash2", "dflash2")])
+@pytest.mark.parametrize(
+    ("dialect", "algorithm"), [("speculators-dflash", "dflash"), ("speculators-dflash2", "dflash2")]
+)
 @pytest.mark.parametrize("sfa", [False, True])
 def test_dft055_on_speculators_sliding_drafts(dialect: str, algorithm: str, sfa: bool) -> None:
     spec = replace(testing.TINY, algorithm=algorithm, sliding_window=5, block_size=4, sample_from_anchor=sfa)

@@ -114,7 +114,9 @@ def test_speculators_causal_full_layers(make_checkpoint: CheckpointFactory) -> N
     assert found[0].values == {"full_attention_layers": [0]}
     # DFlash2 writes sliding_window_non_causal true: full layers stay bidirectional.
     spec2 = replace(testing.TINY_DFLASH2, layer_types=("full_attention", "sliding_attention"))
-    assert [f.code for f in inspect_checkpoint(str(make_checkpoint("speculators-dflash2", spec2))).findings] == ["DFT055"]
+    assert [f.code for f in inspect_checkpoint(str(make_checkpoint("speculators-dflash2", spec2))).findings] == [
+        "DFT055"
+    ]
 
 
 def test_unreadable_target_is_a_source_error(tmp_path: Path) -> None:

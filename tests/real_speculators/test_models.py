@@ -101,7 +101,9 @@ def drafts(tmp_path_factory: pytest.TempPathFactory, target_folder: Path) -> dic
     root = tmp_path_factory.mktemp("drafts")
     out = {}
     for algorithm, sfa in LAYOUTS:
-        zlab = write_random_draft(root / f"zlab-{algorithm}-{sfa}", f"zlab-{algorithm}", random_draft_spec(algorithm, sfa))
+        zlab = write_random_draft(
+            root / f"zlab-{algorithm}-{sfa}", f"zlab-{algorithm}", random_draft_spec(algorithm, sfa)
+        )
         converted = root / f"speculators-{algorithm}-{sfa}"
         convert_checkpoint(str(zlab), converted, to="speculators", target=str(target_folder))
         out[algorithm, sfa] = converted

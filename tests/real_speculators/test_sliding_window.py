@@ -9,7 +9,6 @@ The engine runs the served rule. Against speculators' training forward it must t
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
