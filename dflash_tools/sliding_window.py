@@ -65,9 +65,17 @@ def block_keys_hidden(row: int, num_rows: int, window: int, causal: bool) -> int
     return before + after
 
 
+# Per-row lists stop here: real blocks have at most a few dozen rows, and a hostile block_size of
+# 10**9 must not build a list that long (the counts follow closed forms, see the functions above).
+LISTED_ROWS = 1024
+
+
 @dataclass(frozen=True)
 class WindowDivergence:
-    """How served keys differ from trained keys for sliding layers sharing one window."""
+    """How served keys differ from trained keys for sliding layers sharing one window.
+
+    The per-row lists cover rows 0 .. min(num_rows, LISTED_ROWS) - 1.
+    """
 
     window: int
     layers: tuple[int, ...]
@@ -75,23 +83,28 @@ class WindowDivergence:
     causal: bool
 
     @property
+    def _rows(self) -> range:
+        return range(min(self.num_rows, LISTED_ROWS))
+
+    @property
     def context_keys_lost_per_row(self) -> list[int]:
         """Once the context holds at least W tokens: min(r + 1, W) for row r."""
-        return [context_keys_lost(row, self.window, self.window) for row in range(self.num_rows)]
+        return [context_keys_lost(row, self.window, self.window) for row in self._rows]
 
     @property
     def from_context_length_per_row(self) -> list[int]:
-        return [first_differing_context_length(row, self.window) for row in range(self.num_rows)]
+        return [first_differing_context_length(row, self.window) for row in self._rows]
 
     @property
     def block_keys_hidden_per_row(self) -> list[int]:
-        return [block_keys_hidden(row, self.num_rows, self.window, self.causal) for row in range(self.num_rows)]
+        return [block_keys_hidden(row, self.num_rows, self.window, self.causal) for row in self._rows]
 
     def to_values(self) -> dict[str, Any]:
         return {
             "sliding_window": self.window,
             "layers": list(self.layers),
             "num_query_tokens": self.num_rows,
+            "rows_listed": len(self._rows),
             "context_keys_lost_per_row": self.context_keys_lost_per_row,
             "from_context_length_per_row": self.from_context_length_per_row,
             "block_keys_hidden_per_row": self.block_keys_hidden_per_row,
@@ -128,21 +141,17 @@ def window_divergences(desc: DraftDescription, num_query_tokens: int) -> list[Wi
     ]
 
 
-def _span(values: list[int]) -> str:
-    return str(values[0]) if min(values) == max(values) else f"{values[0]}..{values[-1]}"
-
-
 def check_sliding_window(desc: DraftDescription, num_query_tokens: int) -> list[Finding]:
     """DFT055: sliding layers see different context keys when vLLM serves them than when speculators trained them."""
     findings = []
     for divergence in window_divergences(desc, num_query_tokens):
-        lost = divergence.context_keys_lost_per_row
-        starts = divergence.from_context_length_per_row
-        hidden = divergence.block_keys_hidden_per_row
-        window, rows = divergence.window, divergence.num_rows
+        window, rows, causal = divergence.window, divergence.num_rows, divergence.causal
+        last = rows - 1
+        lost = f"{context_keys_lost(0, window, window)}..{context_keys_lost(last, window, window)}"
+        hidden = max(block_keys_hidden(0, rows, window, causal), block_keys_hidden(last, rows, window, causal))
         block_note = (
-            f"; the block ({rows} rows) is longer than the window, so rows also lose {_span(hidden)} block keys"
-            if any(hidden)
+            f"; the block ({rows} rows) is longer than the window, so rows also lose up to {hidden} block keys"
+            if hidden
             else ""
         )
         findings.append(
@@ -150,8 +159,9 @@ def check_sliding_window(desc: DraftDescription, num_query_tokens: int) -> list[
                 "DFT055",
                 f"sliding layers {list(divergence.layers)} (window {window}): vLLM windows each draft row from its own "
                 f"position, speculators trained with the window measured from the anchor, so row r sees fewer "
-                f"context tokens when served (min(r + 1, {window}): {_span(lost)} for rows 0..{rows - 1}); row r differs "
-                f"from a context of {window} - r tokens on (row {rows - 1} from {starts[-1]}, every row from {starts[0]}){block_note}",
+                f"context tokens when served (min(r + 1, {window}): {lost} for rows 0..{last}); row r differs "
+                f"from a context of {window} - r tokens on (row {last} from {first_differing_context_length(last, window)}, "
+                f"every row from {first_differing_context_length(0, window)}){block_note}",
                 "expect lower acceptance on long contexts; docs/sliding-window.md gives the exact rule",
                 keys=("transformer_layer_config.layer_types", "transformer_layer_config.sliding_window"),
                 values=divergence.to_values(),

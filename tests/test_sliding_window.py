@@ -132,3 +132,12 @@ def test_inspect_reports_dft055_with_the_counts(make_checkpoint: CheckpointFacto
     assert finding.severity.value == "info"
     assert "window 5" in finding.message and "1..4 for rows 0..3" in finding.message
     assert report.ok  # a note: the draft serves, with slightly other keys at the window edge
+
+
+def test_dft055_on_a_huge_block_stays_cheap() -> None:
+    # A hostile block_size must not build per-row lists that long (the fuzz campaign's hang guard).
+    spec = replace(testing.TINY, sliding_window=5, block_size=10**9)
+    (values,) = _finding_values("speculators-dflash", spec)
+    assert values["num_query_tokens"] == 10**9
+    assert values["rows_listed"] == 1024
+    assert values["context_keys_lost_per_row"][:6] == [1, 2, 3, 4, 5, 5]
