@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from dflash_tools.description import Algorithm, DraftDescription
+from dflash_tools.draft.description import Algorithm, DraftDescription
 from dflash_tools.engine import ops
 from dflash_tools.errors import OperationError
 
@@ -110,7 +110,7 @@ def served_key_mask(query_positions: torch.Tensor, key_positions: torch.Tensor, 
 
     The window is measured from each query row, both ways for a bidirectional layer: the query at q
     sees the key at p iff |q - p| < W (and p <= q when causal). This is the rule of
-    `sliding_window.served_key_visible`, not speculators' training rule (window measured from the
+    `draft.sliding_window.served_key_visible`, not speculators' training rule (window measured from the
     anchor, block keys never windowed); docs/sliding-window.md has the derivation and the gap.
     """
     offsets = query_positions[:, None] - key_positions[None, :]

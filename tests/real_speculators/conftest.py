@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+import dflash_tools
 from dflash_tools import testing
 
 if importlib.util.find_spec("speculators") is None:
@@ -26,7 +27,7 @@ if importlib.util.find_spec("speculators") is None:
 # speculators resolves verifier configs through huggingface_hub: keep it off the network.
 os.environ["HF_HUB_OFFLINE"] = "1"
 
-EXAMPLES = Path(testing.__file__).parent / "examples"
+EXAMPLES = Path(dflash_tools.__file__).parent / "examples"
 # The bundled examples in speculators' own format, and those `convert --to speculators` accepts.
 SPECULATORS_EXAMPLES = ("speculators-dflash", "speculators-dflash-legacy", "speculators-dflash2", "speculators-dspark")
 CONVERTIBLE_EXAMPLES = (*SPECULATORS_EXAMPLES, "zlab-dflash", "zlab-dflash2", "zlab-dflash2-anchor-first")

@@ -14,7 +14,7 @@ import pytest
 from speculators import SpeculatorModelConfig
 
 from dflash_tools.convert import convert_checkpoint
-from dflash_tools.description import Algorithm
+from dflash_tools.draft.description import Algorithm
 from dflash_tools.inspect import InspectReport, inspect_checkpoint
 from tests.real_speculators.conftest import CONVERTIBLE_EXAMPLES, EXAMPLES, SPECULATORS_EXAMPLES
 

@@ -18,9 +18,9 @@ from speculators.models.dflash import attention as their_attention
 from speculators.models.dflash import core as their_core
 from torch.nn.attention.flex_attention import create_mask
 
+from dflash_tools.draft.sliding_window import context_keys_lost
 from dflash_tools.engine.draft import LayerAttention, served_key_mask
 from dflash_tools.inspect import inspect_checkpoint
-from dflash_tools.sliding_window import context_keys_lost
 from tests.real_speculators.conftest import (
     both_blocks,
     engine_model,
