@@ -7,13 +7,16 @@ from typing import Annotated, Any
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from dflash_tools.cli._errors import EXIT_FINDINGS, EXIT_OK, debug_enabled, handle_errors, report_error
 from dflash_tools.cli._options import FormatOption, JsonOption, NoColorOption, TokenOption
+from dflash_tools.cli._layout import print_line, table_or_blocks, wrap_words
 from dflash_tools.cli._output import (
     SEVERITY_STYLE,
     OutputFormat,
     human_bytes,
+    printable,
     safe_text,
     stderr_console,
     stdout_console,
@@ -292,23 +295,22 @@ def render(result: Any, *, check: bool, quiet: bool, no_color: bool, would_push:
         if plan.decisions:
             console.print("[bold]decisions[/bold]")
             for decision in plan.decisions:
-                console.print(f"  • {safe_text(decision.message)}", soft_wrap=True)
+                _bullet(console, printable(decision.message))
         if plan.tensor_changes:
             console.print("[bold]tensors[/bold]")
             for change in plan.tensor_changes:
-                what = f"rename → {safe_text(change.new_name)}" if change.action == "rename" else "drop"
-                console.print(
-                    f"  • {safe_text(change.name)} ({safe_text(change.file)}): {what}: {safe_text(change.reason)}",
-                    soft_wrap=True,
-                )
+                what = f"rename → {printable(change.new_name)}" if change.action == "rename" else "drop"
+                _bullet(console, f"{printable(change.name)} ({printable(change.file)}): {what}: {printable(change.reason)}")
         if result.files:
-            files = Table(show_header=True, header_style="bold", box=None, padding=(0, 2))
-            for column in ("file", "action", "bytes"):
-                files.add_column(column)
-            for record in result.files:
-                action = record.action + (f" ({safe_text(record.detail)})" if record.detail else "")
-                files.add_row(safe_text(record.path), action, human_bytes(record.bytes))
-            console.print(files)
+            rows = [
+                [
+                    printable(record.path),
+                    record.action + (f" ({printable(record.detail)})" if record.detail else ""),
+                    human_bytes(record.bytes),
+                ]
+                for record in result.files
+            ]
+            table_or_blocks(console, ("file", "action", "bytes"), rows)
         if result.mode == "dry-run" and not check and plan.config_changed:
             console.print("[bold]config.json diff[/bold]")
             for line in plan.diff().splitlines():
@@ -318,6 +320,11 @@ def render(result: Any, *, check: bool, quiet: bool, no_color: bool, would_push:
         if result.after is not None:
             _render_verification(console, result)
     _render_last_line(console, result, check=check, would_push=would_push)
+
+
+def _bullet(console: Any, text: str) -> None:
+    for line in wrap_words(text, console.width, "    ", first_indent="  • "):
+        print_line(console, line)
 
 
 def _render_verification(console: Any, result: Any) -> None:
@@ -331,7 +338,10 @@ def _render_verification(console: Any, result: Any) -> None:
         if finding.severity is Severity.INFO:
             continue
         style = SEVERITY_STYLE[finding.severity.value]
-        console.print(f"  [{style}]{finding.code}[/{style}] {safe_text(finding.message)}", soft_wrap=True)
+        lines = wrap_words(printable(finding.message), console.width, " " * 9, first_indent=f"  {finding.code} ")
+        text = Text("\n".join(lines))
+        text.stylize(style, 2, 2 + len(finding.code))
+        console.print(text, soft_wrap=True)
 
 
 def _render_last_line(console: Any, result: Any, *, check: bool, would_push: str | None) -> None:
