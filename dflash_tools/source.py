@@ -174,7 +174,7 @@ def _neither_local_nor_hub(source: str, revision: str | None, exc: SourceError) 
     reason = exc.message.split(": ", 1)[-1]
     message = f"{source}: no local folder {source}, and no Hub repo of that name ({reason})"
     parent = Path(source).expanduser().parent
-    if parent != Path(".") and parent.is_dir():
+    if parent != Path() and parent.is_dir():
         try:
             entries = sorted(p.name for p in parent.iterdir() if p.is_dir())
         except OSError:

@@ -9,9 +9,9 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from dflash_tools.cli._errors import EXIT_FINDINGS, EXIT_OK, debug_enabled, handle_errors, report_error
-from dflash_tools.cli._options import FormatOption, JsonOption, NoColorOption, TokenOption
+from dflash_tools.cli._errors import EXIT_FINDINGS, EXIT_OK, handle_errors
 from dflash_tools.cli._layout import print_line, table_or_blocks, wrap_words
+from dflash_tools.cli._options import FormatOption, JsonOption, NoColorOption, TokenOption
 from dflash_tools.cli._output import (
     SEVERITY_STYLE,
     OutputFormat,
@@ -22,7 +22,7 @@ from dflash_tools.cli._output import (
     stdout_console,
     write_json,
 )
-from dflash_tools.errors import DflashToolsError, UsageError
+from dflash_tools.errors import UsageError
 from dflash_tools.fileops import LinkMode
 from dflash_tools.findings import Severity
 from dflash_tools.geometry import Geometry
@@ -153,41 +153,34 @@ def convert_command(
     no_color: NoColorOption = False,
 ) -> None:
     fmt = OutputFormat.JSON if json_flag else output_format
-    with handle_errors():
-        try:
-            _check_usage(output, in_place, to, backup, check, dry_run)
-            if token and "HF_TOKEN" not in os.environ:
-                stderr_console(no_color).print(
-                    "[yellow]warning:[/yellow] --token on the command line is visible to other users; prefer HF_TOKEN"
-                )
-            from dflash_tools.convert import convert_checkpoint
-
-            writes = not (check or dry_run)
-            result = convert_checkpoint(
-                source,
-                output,
-                in_place=in_place,
-                to=to,
-                block_size=block_size,
-                sample_from_anchor=sample_from_anchor,
-                target=target,
-                force=force,
-                backup=backup,
-                link_mode=link_mode,
-                dry_run=not writes,
-                revision=revision,
-                token=token,
-                timeout=timeout,
-                push_to_hub=push_to_hub if writes else None,
-                create_pr=pr,
-                commit_message=commit_message,
+    with handle_errors("convert", json_output=fmt is OutputFormat.JSON, source=source):
+        _check_usage(output, in_place, to, backup, check, dry_run)
+        if token and "HF_TOKEN" not in os.environ:
+            stderr_console(no_color).print(
+                "[yellow]warning:[/yellow] --token on the command line is visible to other users; prefer HF_TOKEN"
             )
-        except DflashToolsError as exc:
-            if fmt is OutputFormat.JSON and not debug_enabled():
-                write_json(_error_document(source, exc))
-                report_error(exc.message, exc.hint)
-                raise typer.Exit(exc.exit_code) from None
-            raise
+        from dflash_tools.convert import convert_checkpoint
+
+        writes = not (check or dry_run)
+        result = convert_checkpoint(
+            source,
+            output,
+            in_place=in_place,
+            to=to,
+            block_size=block_size,
+            sample_from_anchor=sample_from_anchor,
+            target=target,
+            force=force,
+            backup=backup,
+            link_mode=link_mode,
+            dry_run=not writes,
+            revision=revision,
+            token=token,
+            timeout=timeout,
+            push_to_hub=push_to_hub if writes else None,
+            create_pr=pr,
+            commit_message=commit_message,
+        )
         code = EXIT_FINDINGS if check and result.plan.changed else EXIT_OK
         if fmt is OutputFormat.JSON:
             document = result.to_dict()
@@ -220,15 +213,6 @@ def _check_usage(
         raise UsageError("--no-backup only applies to --in-place", "drop --no-backup")
     if not (in_place or output or check or dry_run):
         raise UsageError("no output given", "pass -o OUT (a new folder), --in-place, --dry-run or --check")
-
-
-def _error_document(source: str, exc: DflashToolsError) -> dict[str, Any]:
-    from dflash_tools.convert import SCHEMA_VERSION, VerificationFailed
-
-    error: dict[str, Any] = {"message": exc.message, "hint": exc.hint, "exit_code": exc.exit_code}
-    if isinstance(exc, VerificationFailed):
-        error["findings"] = [f.to_dict() for f in exc.findings]
-    return {"schema_version": SCHEMA_VERSION, "command": "convert", "source": source, "ok": False, "error": error}
 
 
 # --------------------------------------------------------------------------------------------
@@ -300,7 +284,9 @@ def render(result: Any, *, check: bool, quiet: bool, no_color: bool, would_push:
             console.print("[bold]tensors[/bold]")
             for change in plan.tensor_changes:
                 what = f"rename → {printable(change.new_name)}" if change.action == "rename" else "drop"
-                _bullet(console, f"{printable(change.name)} ({printable(change.file)}): {what}: {printable(change.reason)}")
+                _bullet(
+                    console, f"{printable(change.name)} ({printable(change.file)}): {what}: {printable(change.reason)}"
+                )
         if result.files:
             rows = [
                 [

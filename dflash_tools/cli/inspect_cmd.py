@@ -10,7 +10,6 @@ import typer
 from rich.text import Text
 
 from dflash_tools.cli._errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, handle_errors
-from dflash_tools.cli._options import FormatOption, JsonOption, NoColorOption, TargetRevisionOption, TokenOption
 from dflash_tools.cli._layout import (
     Fix,
     key_values,
@@ -20,6 +19,7 @@ from dflash_tools.cli._layout import (
     table_or_blocks,
     wrap_words,
 )
+from dflash_tools.cli._options import FormatOption, JsonOption, NoColorOption, TargetRevisionOption, TokenOption
 from dflash_tools.cli._output import (
     OutputFormat,
     human_bytes,
@@ -101,7 +101,8 @@ def inspect_command(
     no_color: NoColorOption = False,
 ) -> None:
     fmt = OutputFormat.JSON if json_flag else output_format
-    with handle_errors():
+    given = list(sources or [])
+    with handle_errors("inspect", json_output=fmt is OutputFormat.JSON, source=given[0] if len(given) == 1 else given):
         names = list(sources or [])
         if author or search:
             from dflash_tools.hub import list_hub_models
@@ -223,7 +224,8 @@ def render_report(
                         f"{d.num_hidden_layers} layers",
                         f"heads {d.num_attention_heads}/{d.num_key_value_heads}×{d.head_dim}",
                         f"intermediate {d.intermediate_size}",
-                        f"vocab {d.vocab_size}" + (f" (draft {desc.draft_vocab_size})" if desc.reduced_vocabulary else ""),
+                        f"vocab {d.vocab_size}"
+                        + (f" (draft {desc.draft_vocab_size})" if desc.reduced_vocabulary else ""),
                     ],
                 )
             )
@@ -286,7 +288,9 @@ def render_report(
             rows.append(
                 (
                     "profile",
-                    [f"{status} the published {printable(report.profile.name)} layout (by {report.profile.matched_by})"],
+                    [
+                        f"{status} the published {printable(report.profile.name)} layout (by {report.profile.matched_by})"
+                    ],
                 )
             )
         key_values(console, rows)
