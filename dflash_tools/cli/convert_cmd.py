@@ -61,14 +61,17 @@ EPILOG = (
 
 
 def register(app: typer.Typer) -> None:
-    app.command("convert", help=HELP, epilog=EPILOG, no_args_is_help=True)(convert_command)
+    app.command(
+        "convert", help=HELP, short_help="Normalize a draft, or translate it (z-lab <-> speculators).", epilog=EPILOG, no_args_is_help=True
+    )(convert_command)
 
 
 def convert_command(
+    # Optional to typer only: a required argument renders as `{SOURCE}` in typer's usage line.
     source: Annotated[
-        str,
+        str | None,
         typer.Argument(metavar="SOURCE", help="Checkpoint folder, Hub repo id or example:NAME.", show_default=False),
-    ],
+    ] = None,
     output: Annotated[
         str | None,
         typer.Option(
@@ -154,6 +157,8 @@ def convert_command(
 ) -> None:
     fmt = OutputFormat.JSON if json_flag else output_format
     with handle_errors("convert", json_output=fmt is OutputFormat.JSON, source=source):
+        if not source:
+            raise UsageError("no SOURCE given", "pass a checkpoint folder, a Hub repo id or example:NAME")
         _check_usage(output, in_place, to, backup, check, dry_run)
         if token and "HF_TOKEN" not in os.environ:
             stderr_console(no_color).print(

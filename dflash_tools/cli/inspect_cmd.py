@@ -37,7 +37,8 @@ from dflash_tools.target import TargetSpec, load_target
 HELP = """Check a draft checkpoint's config and tensor headers, without downloading weights.
 
 SOURCE is a local folder, a .safetensors or config.json file, a Hugging Face repo id
-(owner/name), or a bundled example (example:zlab-dflash2). Several sources are inspected
+(owner/name), or a bundled example (example:zlab-dflash2; `dflash-tools examples` lists
+them all). Several sources are inspected
 concurrently and summarized in one table.
 
 Examples:
@@ -58,7 +59,9 @@ EPILOG = (
 
 
 def register(app: typer.Typer) -> None:
-    app.command("inspect", help=HELP, epilog=EPILOG, no_args_is_help=True)(inspect_command)
+    app.command(
+        "inspect", help=HELP, short_help="Check a draft's config and tensor headers (no weights read).", epilog=EPILOG, no_args_is_help=True
+    )(inspect_command)
 
 
 def inspect_command(

@@ -70,7 +70,9 @@ EPILOG = (
 
 
 def register(app: typer.Typer) -> None:
-    app.command("smoke-test", help=HELP, epilog=EPILOG, no_args_is_help=True)(smoke_test_command)
+    app.command(
+        "smoke-test", help=HELP, short_help="Run drafts through vLLM or the torch engine; measure acceptance.", epilog=EPILOG, no_args_is_help=True
+    )(smoke_test_command)
 
 
 def _key_values(items: list[str] | None, option: str, *, parse_json: bool) -> dict[str, Any]:
