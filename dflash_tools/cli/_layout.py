@@ -188,7 +188,8 @@ def table_or_blocks(
     for column in columns:
         table.add_column(column, no_wrap=True)
     for row in rows:
-        table.add_row(*row)
+        # Text, never str: a str cell would be parsed as rich markup (`[flipped: ...]` vanishes).
+        table.add_row(*(cell if isinstance(cell, Text) else Text(cell) for cell in row))
     width = console_width(console)
     if Measurement.get(console, console.options.update(width=10_000), table).maximum <= width:
         console.print(table)

@@ -62,7 +62,11 @@ EPILOG = (
 
 def register(app: typer.Typer) -> None:
     app.command(
-        "convert", help=HELP, short_help="Normalize a draft, or translate it (z-lab <-> speculators).", epilog=EPILOG, no_args_is_help=True
+        "convert",
+        help=HELP,
+        short_help="Normalize a draft, or translate it (z-lab <-> speculators).",
+        epilog=EPILOG,
+        no_args_is_help=True,
     )(convert_command)
 
 

@@ -60,7 +60,11 @@ EPILOG = (
 
 def register(app: typer.Typer) -> None:
     app.command(
-        "inspect", help=HELP, short_help="Check a draft's config and tensor headers (no weights read).", epilog=EPILOG, no_args_is_help=True
+        "inspect",
+        help=HELP,
+        short_help="Check a draft's config and tensor headers (no weights read).",
+        epilog=EPILOG,
+        no_args_is_help=True,
     )(inspect_command)
 
 
@@ -322,13 +326,14 @@ def render_summary(
 ) -> None:
     """One table when it fits on one line per source; else one block per source (never a split cell)."""
     console = stdout_console(no_color)
-    columns = ("source", "dialect", "B", "layout", "K_max", "Q", "params", "verdict", "codes")
+    # K_max is not a column: it follows from B and the layout (B - 1 bonus-anchor, B anchor-first).
+    columns = ("source", "dialect", "B", "layout", "Q", "params", "verdict", "codes")
     rows: list[list[str | Text]] = []
     statuses: list[Text | None] = []
     for name, result in zip(names, results, strict=True):
         if isinstance(result, DflashToolsError):
             verdict = Text("UNREADABLE", style="bold red")
-            rows.append([printable(name), "", "", "", "", "", "", verdict, "see below"])
+            rows.append([printable(name), "", "", "", "", "", verdict, "see below"])
             statuses.append(verdict)
             continue
         g = result.geometry
@@ -344,8 +349,7 @@ def render_summary(
                 printable(name),
                 printable(doc.get("dialect") or "?"),
                 str(g.block_size) if g else "?",
-                g.layout if g else "?",
-                str(g.max_speculative_tokens) if g else "?",
+                f"{g.layout} ({g.sample_from_anchor_source.value})" if g else "?",
                 str(g.num_query_tokens) if g else "?",
                 f"{tensors['parameters']:,}" if tensors else "-",
                 verdict,

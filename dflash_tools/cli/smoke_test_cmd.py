@@ -71,7 +71,11 @@ EPILOG = (
 
 def register(app: typer.Typer) -> None:
     app.command(
-        "smoke-test", help=HELP, short_help="Run drafts through vLLM or the torch engine; measure acceptance.", epilog=EPILOG, no_args_is_help=True
+        "smoke-test",
+        help=HELP,
+        short_help="Run drafts through vLLM or the torch engine; measure acceptance.",
+        epilog=EPILOG,
+        no_args_is_help=True,
     )(smoke_test_command)
 
 
@@ -253,13 +257,13 @@ def smoke_test_command(
             document["engine_requested"] = engine
             document["engine_available"] = engine_available(chosen_engine)
             if not document["engine_available"] and CHILD_COMMAND_ENV not in os.environ:
-                # The plan cannot be launched here: say so in the plan and exit 2 (setup error).
+                # The plan is still the plan (a dry run is how to plan a GPU host from a laptop),
+                # but it says plainly that this environment cannot launch it.
                 document["engine_missing"] = {
                     "engine": chosen_engine,
                     "message": f"the {chosen_engine} engine is not installed in this Python environment",
                     "hint": _install_hint(chosen_engine),
                 }
-                document["exit_code"] = 2
             _emit(document, plan, fmt, no_color)
             raise typer.Exit(document["exit_code"])
         if CHILD_COMMAND_ENV not in os.environ and not engine_available(chosen_engine):
@@ -463,7 +467,7 @@ def _verdict_lines(document: dict[str, Any]) -> list[Text]:
         status = verdict["status"]
         style = STATUS_STYLE.get(status, "bold")
         if missing and status == "planned":
-            status, style = "engine missing", "bold red"
+            status, style = "planned (engine missing here)", "bold yellow"
         line = Text.assemble((status.upper(), style), " ", printable(draft["label"]))
         if verdict["reasons"]:
             line.append(": " + "; ".join(printable(r) for r in verdict["reasons"]))
