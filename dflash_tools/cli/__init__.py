@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-import click
+import typer
 
 from dflash_tools.cli.app import app, register_commands
 
@@ -24,14 +24,16 @@ def main() -> None:
         return
     try:
         code = app(standalone_mode=False)
-    except click.exceptions.NoArgsIsHelpError as exc:
-        exc.show()
-        sys.exit(EXIT_USAGE)
-    except click.ClickException as exc:
-        command = next((arg for arg in argv if not arg.startswith("-")), "")
-        write_json(error_document(command, exc.format_message(), "see --help", exc.exit_code, "usage"))
-        exc.show()
-        sys.exit(exc.exit_code)
-    except click.exceptions.Abort:
+    except typer.Abort:
         sys.exit(130)
+    except typer.TyperException as exc:
+        # The parser rejected the command line (typer's public base class of its usage errors).
+        code = getattr(exc, "exit_code", EXIT_USAGE)
+        show = getattr(exc, "show", None)
+        if type(exc).__name__ != "NoArgsIsHelpError":
+            command = next((arg for arg in argv if not arg.startswith("-")), "")
+            write_json(error_document(command, exc.format_message(), "see --help", code, "usage"))
+        if callable(show):
+            show()
+        sys.exit(code)
     sys.exit(code if isinstance(code, int) else 0)
