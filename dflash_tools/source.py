@@ -113,9 +113,11 @@ def load_checkpoint(
         name = source[len(EXAMPLE_PREFIX) :]
         path = examples_dir() / name
         if not name or ".." in Path(name).parts or Path(name).is_absolute() or not (path / CONFIG_NAME).is_file():
+            close = difflib.get_close_matches(name, list_examples(), n=2, cutoff=0.6)
             raise SourceError(
                 f"no bundled example named {name!r}",
-                "bundled examples: " + ", ".join(EXAMPLE_PREFIX + e for e in list_examples()),
+                (f"did you mean {' or '.join(EXAMPLE_PREFIX + c for c in close)}? " if close else "")
+                + "`dflash-tools examples` lists them all",
             )
         loaded = load_local(path, source=source)
         loaded.kind = "example"
