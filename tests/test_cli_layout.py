@@ -222,16 +222,26 @@ def test_convert_output(columns: int, tmp_path: Path) -> None:
     assert_fits(lines, columns, {str(tmp_path / "legacy-fixed")})
 
 
-def test_piped_output_is_not_padded(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["inspect", "example:speculators-dflash-legacy"],
+        ["inspect", *SEVERAL],
+        ["convert", "example:speculators-dflash-legacy", "-o", "out"],
+        ["smoke-test", "--dry-run", "-t", "example:engine-demo/target", "-d", "example:engine-demo/zlab-dflash2"],
+    ],
+)
+def test_piped_output_is_not_padded(args: list[str], tmp_path: Path) -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "dflash_tools", "inspect", "example:speculators-dflash-legacy"],
+        [sys.executable, "-m", "dflash_tools", *args],
         capture_output=True,
         text=True,
         cwd=tmp_path,
         env=child_env(),
         timeout=120,
     )
-    assert result.stdout and not any(line.endswith(" ") for line in result.stdout.splitlines())
+    lines = result.stdout.splitlines()
+    assert lines and not [line for line in lines if line.endswith(" ")]
 
 
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from rich import box
 from rich.console import Console
 from rich.measure import Measurement
+from rich.segment import Segment, Segments
 from rich.table import Table
 from rich.text import Text
 
@@ -165,6 +166,19 @@ def print_fixes(console: Console, fixes: Sequence[Fix]) -> None:
 # --- tables that become blocks when they do not fit ----------------------------------------
 
 
+def print_unpadded(console: Console, renderable: Table) -> None:
+    """Rich pads every cell to its column's width; drop the blanks at the end of each line so
+    piped output carries no trailing spaces."""
+    for line in console.render_lines(renderable, pad=False):
+        while line and line[-1].text.strip() == "" and not line[-1].control:
+            line.pop()
+        if line:
+            last = line[-1]
+            line[-1] = Segment(last.text.rstrip(" "), last.style, last.control)
+        line.append(Segment.line())
+        console.print(Segments(line), soft_wrap=True, end="")
+
+
 def table_or_blocks(
     console: Console,
     columns: Sequence[str],
@@ -192,7 +206,7 @@ def table_or_blocks(
         table.add_row(*(cell if isinstance(cell, Text) else Text(cell) for cell in row))
     width = console_width(console)
     if Measurement.get(console, console.options.update(width=10_000), table).maximum <= width:
-        console.print(table)
+        print_unpadded(console, table)
         return
     if title:
         print_line(console, title, style="bold")

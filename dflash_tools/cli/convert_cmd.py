@@ -10,7 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from dflash_tools.cli._errors import EXIT_FINDINGS, EXIT_OK, handle_errors
-from dflash_tools.cli._layout import print_line, table_or_blocks, wrap_words
+from dflash_tools.cli._layout import print_line, print_unpadded, table_or_blocks, wrap_words
 from dflash_tools.cli._options import FormatOption, JsonOption, NoColorOption, TokenOption
 from dflash_tools.cli._output import (
     SEVERITY_STYLE,
@@ -284,7 +284,7 @@ def render(result: Any, *, check: bool, quiet: bool, no_color: bool, would_push:
         after_geometry = result.after.geometry if result.after is not None else (plan.output_geometry or plan.geometry)
         for row in _geometry_rows(plan.before.geometry, after_geometry):
             table.add_row(*row)
-        console.print(table)
+        print_unpadded(console, table)
         if plan.decisions:
             console.print("[bold]decisions[/bold]")
             for decision in plan.decisions:
@@ -327,7 +327,8 @@ def _render_verification(console: Any, result: Any) -> None:
     counts = {s: sum(1 for f in after.findings if f.severity is s) for s in Severity}
     console.print(
         f"[bold]verification[/bold]: output inspected: {counts[Severity.ERROR]} error(s), "
-        f"{counts[Severity.WARNING]} warning(s), {counts[Severity.INFO]} note(s); no new errors"
+        f"{counts[Severity.WARNING]} warning(s), {counts[Severity.INFO]} note(s); no new errors",
+        soft_wrap=True,
     )
     for finding in after.findings:
         if finding.severity is Severity.INFO:
@@ -365,7 +366,8 @@ def _render_last_line(console: Any, result: Any, *, check: bool, would_push: str
         console.print(
             f"[bold green]wrote[/bold green] {safe_text(result.output)}: {len(result.files)} file(s), "
             f"{linked} linked, {human_bytes(result.weight_bytes_copied)} of weights copied"
-            + (f"; backups: {', '.join(safe_text(p.name) for p in result.backups)}" if result.backups else "")
+            + (f"; backups: {', '.join(safe_text(p.name) for p in result.backups)}" if result.backups else ""),
+            soft_wrap=True,
         )
     if result.push is not None:
         if result.push.pr_url:
