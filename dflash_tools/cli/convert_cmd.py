@@ -325,19 +325,20 @@ def _bullet(console: Any, text: str) -> None:
 def _render_verification(console: Any, result: Any) -> None:
     after = result.after
     counts = {s: sum(1 for f in after.findings if f.severity is s) for s in Severity}
-    console.print(
-        f"[bold]verification[/bold]: output inspected: {counts[Severity.ERROR]} error(s), "
-        f"{counts[Severity.WARNING]} warning(s), {counts[Severity.INFO]} note(s); no new errors",
-        soft_wrap=True,
+    text = (
+        f"verification: output inspected: {counts[Severity.ERROR]} error(s), "
+        f"{counts[Severity.WARNING]} warning(s), {counts[Severity.INFO]} note(s); no new errors"
     )
+    for line in wrap_words(text, console.width, "  "):
+        print_line(console, line)
     for finding in after.findings:
         if finding.severity is Severity.INFO:
             continue
         style = SEVERITY_STYLE[finding.severity.value]
         lines = wrap_words(printable(finding.message), console.width, " " * 9, first_indent=f"  {finding.code} ")
-        text = Text("\n".join(lines))
-        text.stylize(style, 2, 2 + len(finding.code))
-        console.print(text, soft_wrap=True)
+        styled = Text("\n".join(lines))
+        styled.stylize(style, 2, 2 + len(finding.code))
+        console.print(styled, soft_wrap=True)
 
 
 def _render_last_line(console: Any, result: Any, *, check: bool, would_push: str | None) -> None:
@@ -363,12 +364,16 @@ def _render_last_line(console: Any, result: Any, *, check: bool, would_push: str
         console.print("[bold green]already normalized[/bold green]: nothing written")
     else:
         linked = sum(1 for f in result.files if f.action in ("hardlink", "symlink"))
-        console.print(
-            f"[bold green]wrote[/bold green] {safe_text(result.output)}: {len(result.files)} file(s), "
+        text = (
+            f"wrote {printable(result.output)}: {len(result.files)} file(s), "
             f"{linked} linked, {human_bytes(result.weight_bytes_copied)} of weights copied"
-            + (f"; backups: {', '.join(safe_text(p.name) for p in result.backups)}" if result.backups else ""),
-            soft_wrap=True,
+            + (f"; backups: {', '.join(printable(p.name) for p in result.backups)}" if result.backups else "")
         )
+        for index, line in enumerate(wrap_words(text, console.width, "  ")):
+            styled = Text(line)
+            if index == 0:
+                styled.stylize("bold green", 0, len("wrote"))
+            print_line(console, styled)
     if result.push is not None:
         if result.push.pr_url:
             console.print(f"pull request: {safe_text(result.push.pr_url)}")
