@@ -124,7 +124,7 @@ def print_findings(console: Console, findings: Sequence[dict[str, object]], fixe
     """Findings as `CODE severity  message` blocks; each command in a hint becomes a numbered fix,
     printed whole on its own line by `print_fixes`."""
     width = console_width(console)
-    head_width = len("DFT000 warning  ")
+    head_width = 16  # a six-character code, a space, the longest severity ("warning"), two spaces
     indent = " " * head_width
     for finding in findings:
         code = printable(finding["code"])

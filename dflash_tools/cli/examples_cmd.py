@@ -11,7 +11,8 @@ from dflash_tools.cli._errors import handle_errors
 from dflash_tools.cli._layout import print_line, wrap_words
 from dflash_tools.cli._options import FormatOption, JsonOption, NoColorOption
 from dflash_tools.cli._output import OutputFormat, stdout_console, write_json
-from dflash_tools.source import EXAMPLE_PREFIX, examples_dir
+from dflash_tools.reading.local import examples_dir
+from dflash_tools.reading.source import EXAMPLE_PREFIX
 
 SCHEMA_VERSION = 1
 
