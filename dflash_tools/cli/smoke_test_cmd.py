@@ -171,7 +171,11 @@ def smoke_test_command(
     ] = False,
     force: Annotated[bool, typer.Option("--force", help="Launch despite preflight error findings.")] = False,
     dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Resolve and print the plan; start nothing (no GPU needed; repo ids are still read from the Hub).")
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="Resolve and print the plan; start nothing (no GPU needed; repo ids are still read from the Hub).",
+        ),
     ] = False,
     timeout: Annotated[
         float, typer.Option("--timeout", min=1.0, help="Wall-clock seconds for each engine run.")
