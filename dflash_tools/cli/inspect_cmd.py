@@ -37,9 +37,10 @@ from dflash_tools.reading.source import load_checkpoint
 HELP = """Check a draft checkpoint's config and tensor headers, without downloading weights.
 
 SOURCE is a local folder, a .safetensors or config.json file, a Hugging Face repo id
-(owner/name), or a bundled example (example:zlab-dflash2; `dflash-tools examples` lists
-them all). Several sources are inspected
-concurrently and summarized in one table.
+(owner/name), or a bundled example:NAME. Several sources are inspected concurrently and
+summarized together. To list the bundled examples:
+
+  dflash-tools examples
 
 Examples:
 
