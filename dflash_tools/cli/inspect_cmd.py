@@ -358,11 +358,16 @@ def render_summary(
             ]
         )
         statuses.append(verdict)
+    bad = sum(1 for r in results if isinstance(r, DflashToolsError) or not r.ok)
+    verdict_line = Text.assemble(
+        ("FAIL", "bold red") if bad else ("OK", "bold green"),
+        f": {len(results)} source(s), {bad} with errors or unreadable",
+    )
+    print_line(console, verdict_line)
     table_or_blocks(console, columns, rows, heading_status=statuses)
     width = console.width
     for name, result in zip(names, results, strict=True):
         if isinstance(result, DflashToolsError):
             for line in wrap_words(f"{printable(name)}: {printable(result.message)}", width, "  "):
                 print_line(console, line, style="red")
-    bad = sum(1 for r in results if isinstance(r, DflashToolsError) or not r.ok)
-    print_line(console, f"{len(results)} source(s), {bad} with errors or unreadable")
+    print_line(console, verdict_line)
