@@ -354,7 +354,8 @@ def render_summary(
                 str(g.num_query_tokens) if g else "?",
                 f"{tensors['parameters']:,}" if tensors else "-",
                 verdict,
-                " ".join(sorted({f.code for f in result.findings})),
+                # Info codes stay in the per-source report: the audit table is for what needs action.
+                " ".join(sorted({f.code for f in result.findings if f.severity is not Severity.INFO})),
             ]
         )
         statuses.append(verdict)
