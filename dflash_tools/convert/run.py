@@ -66,7 +66,9 @@ def convert_checkpoint(
     if not in_place and output is None and not dry_run:
         raise UsageError("no output given", "pass -o OUT (a new folder), --in-place, --dry-run or --check")
     recovered = finish_interrupted_swap(Path(source)) if in_place and not dry_run else []
-    loaded = follow_cache_links(load_checkpoint(source, revision=revision, token=token, timeout=timeout))
+    loaded = follow_cache_links(
+        load_checkpoint(source, revision=revision, token=token, timeout=timeout, folder_only=not dry_run)
+    )
     if not dry_run:
         # A plan (--dry-run, --check) works on a lone config.json too; writing needs the folder.
         require_folder(loaded)
