@@ -33,6 +33,9 @@ DESCRIPTIONS = {
     "engine-demo/zlab-dflash-anchor-first": "DFlash draft for the demo target, anchor-first",
     "engine-demo/zlab-dflash2": "DFlash2 draft for the demo target, bonus-anchor",
     "engine-demo/zlab-dflash2-anchor-first": "DFlash2 draft for the demo target, anchor-first",
+    "vllm-cpu-demo/target": "tiny real target with head_dim 64, float32, that vLLM's CPU build serves",
+    "vllm-cpu-demo/zlab-dflash": "DFlash draft for the vLLM CPU demo target, bonus-anchor (B 8, K 7)",
+    "vllm-cpu-demo/zlab-dflash-anchor-first": "DFlash draft for the vLLM CPU demo target, anchor-first (B 7, K 7)",
 }
 
 HELP = """List the bundled example checkpoints, usable anywhere a SOURCE or --target goes as example:NAME.
