@@ -318,6 +318,10 @@ def plan_conversion(
     if loaded.config is None:
         reason = next((f.message for f in before.findings if f.code == "DFT001"), f"{CONFIG_NAME} is unusable")
         raise OperationError(f"{name}: cannot convert: {reason}", "restore config.json, then run convert again")
+    too_deep = next((f for f in before.findings if f.code == "DFT062"), None)
+    if too_deep is not None:
+        # Every writer walks the config recursively; refuse before one of them hits the stack limit.
+        raise SourceError(f"{name}: cannot convert: {too_deep.message}", too_deep.hint)
     desc = before.description
     if desc is None:
         reason = next(
@@ -426,7 +430,8 @@ def decide_geometry(
                 f"add --force if the draft was really trained with block size {block_size} (the file is wrong)",
             )
         values = desc.block_size_values
-        replaced = f" (replaces {_fmt(values)})" if values and set(values.values()) != {block_size} else ""
+        # Compared one by one: a hostile value may be a list, which a set cannot hold.
+        replaced = f" (replaces {_fmt(values)})" if any(not same_json(v, block_size) for v in values.values()) else ""
         decisions.append(
             Decision("block_size", block_size, "flag", f"block_size = {block_size} from --block-size{replaced}")
         )

@@ -15,6 +15,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from dflash_tools.errors import SourceError
+from dflash_tools.json_hazards import hazard_findings, loads_tracking_duplicates
 from dflash_tools.findings import Finding, make_finding
 from dflash_tools.safetensors_header import (
     SafetensorsHeaderError,
@@ -137,7 +138,7 @@ def load_checkpoint(
 def parse_config_text(text: str, file: str) -> tuple[dict[str, Any] | None, list[Finding]]:
     """Parse config.json text; problems become DFT001 findings."""
     try:
-        config = json.loads(text)
+        config, duplicates = loads_tracking_duplicates(text)
     except (ValueError, RecursionError) as exc:
         return None, [
             make_finding(
@@ -156,7 +157,7 @@ def parse_config_text(text: str, file: str) -> tuple[dict[str, Any] | None, list
                 file=file,
             )
         ]
-    return config, []
+    return config, hazard_findings(config, duplicates, file)
 
 
 def read_config_file(path: Path, file: str = CONFIG_NAME) -> tuple[dict[str, Any] | None, str | None, list[Finding]]:
