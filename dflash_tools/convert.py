@@ -317,7 +317,7 @@ def plan_conversion(
     name = loaded.source
     if loaded.config is None:
         reason = next((f.message for f in before.findings if f.code == "DFT001"), f"{CONFIG_NAME} is unusable")
-        raise OperationError(f"{name}: cannot convert: {reason}", "restore config.json, then run convert again")
+        raise SourceError(f"{name}: cannot convert: {reason}", "restore config.json, then run convert again")
     too_deep = next((f for f in before.findings if f.code == "DFT062"), None)
     if too_deep is not None:
         # Every writer walks the config recursively; refuse before one of them hits the stack limit.

@@ -158,14 +158,18 @@ def hazard_findings(value: Any, duplicates: list[DuplicateKey], file: str) -> li
                     file=file,
                 )
             )
-    for path in surrogate_paths(value):
+    bad_strings = surrogate_paths(value)
+    if bad_strings:
+        # One finding per file: a conversion that moves the strings (into a nested decoder
+        # config, or a restore copy) still carries the same problem, not a new one.
+        shown = ", ".join(bad_strings[:5]) + (f" and {len(bad_strings) - 5} more" if len(bad_strings) > 5 else "")
         findings.append(
             make_finding(
                 "DFT061",
-                f"{file}: {path} holds a lone surrogate (\\ud800-\\udfff escape): not Unicode text; strict JSON "
-                "readers refuse it and it cannot be written as UTF-8",
-                f"replace the string at {path} with valid text",
-                keys=(path,),
+                f"{file}: {shown} hold{'s' if len(bad_strings) == 1 else ''} a lone surrogate (\\ud800-\\udfff "
+                "escape): not Unicode text; strict JSON readers refuse it and it cannot be written as UTF-8",
+                "replace those strings with valid text",
+                keys=tuple(bad_strings),
                 file=file,
             )
         )
