@@ -66,10 +66,11 @@ def atomic_write(path: Path, write: Callable[[IO[bytes]], object], *, mode: int 
             mode = path.stat().st_mode & 0o7777
         except OSError:
             mode = 0o666 & ~current_umask()
-    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    with naming_the_file(path):
+        fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     tmp = Path(tmp_name)
     try:
-        with os.fdopen(fd, "wb") as handle:
+        with naming_the_file(path), os.fdopen(fd, "wb") as handle:
             write(handle)
             handle.flush()
             os.fsync(handle.fileno())
@@ -80,6 +81,21 @@ def atomic_write(path: Path, write: Callable[[IO[bytes]], object], *, mode: int 
             tmp.unlink()
         raise
     fsync_dir(path.parent)
+
+
+@contextlib.contextmanager
+def naming_the_file(path: Path) -> Iterator[None]:
+    """Give an OSError raised while writing `path` that file's name, if it has none.
+
+    A failed write() or fsync() (ENOSPC, EDQUOT, EIO) carries no file name, so the one-line
+    error would say "No space left on device" without saying where.
+    """
+    try:
+        yield
+    except OSError as exc:
+        if exc.filename is None:
+            exc.filename = str(path)
+        raise
 
 
 def atomic_write_bytes(path: Path, data: bytes, *, mode: int | None = None) -> None:
@@ -420,10 +436,11 @@ def place_file(source: Path, destination: Path, mode: LinkMode) -> Placed:
 
 def copy_file(source: Path, destination: Path) -> int:
     """Copy bytes and mode (the kernel does the copying where it can), fsync the copy."""
-    shutil.copyfile(source, destination)
-    shutil.copymode(source, destination)
-    with open(destination, "rb") as handle:
-        os.fsync(handle.fileno())
+    with naming_the_file(destination):
+        shutil.copyfile(source, destination)
+        shutil.copymode(source, destination)
+        with open(destination, "rb") as handle:
+            os.fsync(handle.fileno())
     return destination.stat().st_size
 
 
@@ -521,31 +538,11 @@ def publish_dir(stage: Path, destination: Path, *, replace_existing: bool) -> No
 
 
 def in_hf_cache(path: Path) -> bool:
-    """Whether writing at `path` could touch the Hugging Face cache (see hub.is_in_hf_cache)."""
-    try:
-        from dflash_tools.hub import is_in_hf_cache
-    except ImportError:  # pragma: no cover - hub.py ships with the package
-        return _in_hf_cache_fallback(path)
+    """Whether writing at `path` could touch the Hugging Face cache (the rule: hub.is_in_hf_cache)."""
+    # Imported here: hub imports the readers, which import this module.
+    from dflash_tools.hub import is_in_hf_cache
+
     return is_in_hf_cache(path)
-
-
-_COMMIT = re.compile(r"^[0-9a-f]{40}$")
-
-
-def _in_hf_cache_fallback(path: Path) -> bool:  # pragma: no cover - used only without hub.py
-    absolute = Path(os.path.normpath(Path(path).expanduser().absolute()))
-    resolved = Path(os.path.realpath(absolute))
-    cache = os.environ.get("HF_HUB_CACHE") or str(
-        Path(os.environ.get("HF_HOME", "~/.cache/huggingface")).expanduser() / "hub"
-    )
-    root = Path(os.path.realpath(cache))
-    for candidate in (absolute, resolved):
-        if candidate.is_relative_to(root):
-            return True
-        parts = candidate.parts
-        if any(p == "snapshots" and _COMMIT.match(n) for p, n in zip(parts, parts[1:], strict=False)):
-            return True
-    return absolute.is_symlink() and resolved.parent.name == "blobs"
 
 
 def contains(folder: Path, candidate: Path) -> bool:
