@@ -46,3 +46,20 @@ def test_disk_full_names_the_file(make_checkpoint: CheckpointFactory, small_disk
     assert "Traceback" not in result.stderr and "internal error" not in result.stderr
     # Nothing half-written is left on the full disk.
     assert list(small_disk.iterdir()) == []
+
+
+def test_disk_full_while_writing_the_config_names_it(make_checkpoint: CheckpointFactory, small_disk: Path) -> None:
+    # A config-only draft on a disk with no room left: the small config write fails inside
+    # write()/flush(), where the OS error carries no file name of its own.
+    source = small_disk / "draft"
+    source.mkdir()
+    (source / "config.json").write_bytes((make_checkpoint("zlab-dflash2") / "config.json").read_bytes())
+    filler = small_disk / "filler"
+    with open(filler, "wb", buffering=0) as handle, pytest.raises(OSError):
+        while True:
+            handle.write(b"\0" * 4096)
+    result = CliRunner().invoke(app, ["convert", str(source), "-o", str(small_disk / "out"), "--to", "speculators"])
+    assert result.exit_code == 1, result.stderr
+    first = result.stderr.splitlines()[0]
+    assert "No space left on device" in first and "config.json" in first, result.stderr
+    assert sorted(p.name for p in small_disk.iterdir()) == ["draft", "filler"]
