@@ -162,7 +162,13 @@ KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("vocab_size", KeyType.INT, Scope.DECODER, (V, T, ZL, SP), None, minimum=1),
     ConfigKey("hidden_act", KeyType.STR, Scope.DECODER, (V, T), "silu", choices=ACTIVATIONS),
     ConfigKey(
-        "rms_norm_eps", KeyType.NUMBER, Scope.DECODER, (V, T), 1e-6, positive=True, plausible=(1e-12, 1e-3),
+        "rms_norm_eps",
+        KeyType.NUMBER,
+        Scope.DECODER,
+        (V, T),
+        1e-6,
+        positive=True,
+        plausible=(1e-12, 1e-3),
         note="0 or less divides by zero on an all-zero row",
     ),  # fmt: skip
     ConfigKey("attention_bias", KeyType.BOOL, Scope.DECODER, (V, T), False),
@@ -177,7 +183,12 @@ KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("rope_parameters", KeyType.OBJECT, Scope.DECODER, (V, T), None),
     ConfigKey("rope_parameters.rope_type", KeyType.STR, Scope.DECODER, (V, T), "default", choices=ROPE_TYPES),
     ConfigKey(
-        "rope_parameters.rope_theta", KeyType.NUMBER, Scope.DECODER, (V, T), 10000.0, positive=True,
+        "rope_parameters.rope_theta",
+        KeyType.NUMBER,
+        Scope.DECODER,
+        (V, T),
+        10000.0,
+        positive=True,
         plausible=(1.0, 1e12),
     ),  # fmt: skip
     ConfigKey("rope_theta", KeyType.NUMBER, Scope.DECODER, (V, T), 10000.0, positive=True, plausible=(1.0, 1e12)),
@@ -210,7 +221,12 @@ KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("selector_rank", KeyType.INT, Scope.ALGORITHM, (V, ZL, SP), 256, minimum=1),
     ConfigKey("selector_top_k", KeyType.INT, Scope.ALGORITHM, (V, ZL, SP), 16, minimum=1),
     ConfigKey(
-        "input_embedding_scale", KeyType.NUMBER, Scope.ALGORITHM, (V, ZL, SP), 1.0, nullable=True,
+        "input_embedding_scale",
+        KeyType.NUMBER,
+        Scope.ALGORITHM,
+        (V, ZL, SP),
+        1.0,
+        nullable=True,
         plausible=(1e-6, 1e6),
     ),  # fmt: skip
     ConfigKey(
@@ -306,7 +322,11 @@ def located(config: dict[str, Any], family: str) -> Iterator[tuple[ConfigKey, st
 def _show(value: Any) -> str:
     """A value as JSON would spell it; escapes and lone surrogates quoted, never passed through."""
     if isinstance(value, dict | list):
-        text = ("[]" if isinstance(value, list) else "{}") if not value else f"a JSON {type(value).__name__} of {len(value)}"
+        text = (
+            ("[]" if isinstance(value, list) else "{}")
+            if not value
+            else f"a JSON {type(value).__name__} of {len(value)}"
+        )
     elif isinstance(value, float) and not math.isfinite(value):
         text = repr(value)
     else:

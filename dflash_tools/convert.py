@@ -16,6 +16,7 @@ folder only; backups kept).
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import json
 import os
@@ -51,6 +52,7 @@ from dflash_tools.fileops import (
 from dflash_tools.findings import Finding, Severity
 from dflash_tools.geometry import Geometry, layout_name, resolve_geometry, sample_from_anchor_key
 from dflash_tools.inspect import InspectReport, inspect_loaded
+from dflash_tools.locking import folder_lock, writing_in_place, writing_output
 from dflash_tools.repack import TensorEdits, plan_repack, rewrite_index, write_repacked
 from dflash_tools.safetensors_header import read_local_header
 from dflash_tools.source import (
@@ -866,66 +868,80 @@ def convert_checkpoint(
     `create_pr=False`). Raises UsageError for option mistakes and output locations that cannot
     be used, OperationError for refused conversions and failed verification or upload.
     """
-    mode = LinkMode(link_mode)
-    if in_place and output is not None:
-        raise UsageError("--in-place and -o/--output exclude each other", "pass one of them")
-    if not in_place and output is None and not dry_run:
-        raise UsageError("no output given", "pass -o OUT (a new folder), --in-place, --dry-run or --check")
-    recovered = finish_interrupted_swap(Path(source)) if in_place and not dry_run else []
-    loaded = _follow_cache_links(load_checkpoint(source, revision=revision, token=token, timeout=timeout))
-    if not dry_run:
-        # A plan (--dry-run, --check) works on a lone config.json too; writing needs the folder.
-        _require_folder(loaded)
-        _require_cached_weights(loaded)
-    plan = plan_conversion(
-        loaded,
-        to=to,
-        block_size=block_size,
-        sample_from_anchor=sample_from_anchor,
-        target=target,
-        force=force,
-        token=token,
-        timeout=timeout,
-    )
-    destination: Path | None
-    if in_place:
-        destination = _check_in_place(loaded, plan, backup=backup, force=force)
-    elif output is not None:
-        destination = _check_output(Path(output), loaded, force=force)
-    else:
-        destination = None
-    run_mode = "dry-run" if dry_run else ("in-place" if in_place else "output")
-    result = ConvertResult(plan=plan, mode=run_mode, output=destination)
-    if recovered:
-        result.notes.append(
-            "finished an interrupted in-place conversion: shards " + ", ".join(recovered) + " took their final names"
-        )
-    if dry_run:
-        result.files = planned_files(plan)
-        return result
-    if in_place and not plan.changed:
-        result.notes.append("already normalized: nothing to write")
-    else:
-        assert destination is not None
-        local = _local_checkpoint(loaded, token=token)
-        if in_place:
-            _run_in_place(plan, local, destination, result, backup=backup)
-        else:
-            if local.kind == "example" and mode is LinkMode.AUTO:
-                # Never tie a user's folder to files inside the installed package.
-                mode = LinkMode.COPY
-            _run_to_output(plan, local, destination, result, mode, force=force)
-    if push_to_hub:
-        assert destination is not None
-        result.push = push_folder(
-            destination,
-            push_to_hub,
-            create_pr=create_pr,
+    with contextlib.ExitStack() as locks:
+        mode = LinkMode(link_mode)
+        if in_place and output is not None:
+            raise UsageError("--in-place and -o/--output exclude each other", "pass one of them")
+        if not in_place and output is None and not dry_run:
+            raise UsageError("no output given", "pass -o OUT (a new folder), --in-place, --dry-run or --check")
+        source_dir = Path(source).expanduser().absolute()
+        if not dry_run and source_dir.is_dir():
+            # Held until the run ends: planning, writing and verifying see one state of the folder.
+            if in_place:
+                locks.enter_context(writing_in_place(source_dir, may_write_beside=not in_hf_cache(source_dir)))
+            else:
+                locks.enter_context(folder_lock(source_dir, exclusive=False))
+        recovered = finish_interrupted_swap(Path(source)) if in_place and not dry_run else []
+        loaded = _follow_cache_links(load_checkpoint(source, revision=revision, token=token, timeout=timeout))
+        if not dry_run:
+            # A plan (--dry-run, --check) works on a lone config.json too; writing needs the folder.
+            _require_folder(loaded)
+            _require_cached_weights(loaded)
+        plan = plan_conversion(
+            loaded,
+            to=to,
+            block_size=block_size,
+            sample_from_anchor=sample_from_anchor,
+            target=target,
+            force=force,
             token=token,
-            commit_message=commit_message or default_commit_message(plan),
-            commit_description=commit_description(plan),
+            timeout=timeout,
         )
-    return result
+        destination: Path | None
+        if in_place:
+            destination = _check_in_place(loaded, plan, backup=backup, force=force)
+        elif output is not None:
+            destination = _check_output(Path(output), loaded, force=force)
+            if not dry_run:
+                locks.enter_context(writing_output(destination))
+                # Checked again under the lock: another run may have written OUT meanwhile.
+                destination = _check_output(Path(output), loaded, force=force)
+        else:
+            destination = None
+        run_mode = "dry-run" if dry_run else ("in-place" if in_place else "output")
+        result = ConvertResult(plan=plan, mode=run_mode, output=destination)
+        if recovered:
+            result.notes.append(
+                "finished an interrupted in-place conversion: shards "
+                + ", ".join(recovered)
+                + " took their final names"
+            )
+        if dry_run:
+            result.files = planned_files(plan)
+            return result
+        if in_place and not plan.changed:
+            result.notes.append("already normalized: nothing to write")
+        else:
+            assert destination is not None
+            local = _local_checkpoint(loaded, token=token)
+            if in_place:
+                _run_in_place(plan, local, destination, result, backup=backup)
+            else:
+                if local.kind == "example" and mode is LinkMode.AUTO:
+                    # Never tie a user's folder to files inside the installed package.
+                    mode = LinkMode.COPY
+                _run_to_output(plan, local, destination, result, mode, force=force)
+        if push_to_hub:
+            assert destination is not None
+            result.push = push_folder(
+                destination,
+                push_to_hub,
+                create_pr=create_pr,
+                token=token,
+                commit_message=commit_message or default_commit_message(plan),
+                commit_description=commit_description(plan),
+            )
+        return result
 
 
 def _require_folder(loaded: LoadedCheckpoint) -> None:
@@ -1422,12 +1438,24 @@ def finish_interrupted_swap(folder: Path) -> list[str]:
     if not isinstance(weight_map, dict):
         return []
     interim_mark = ".dflash-tools-new.safetensors"
-    final_names = {
+    named = {
         value: value[: -len(interim_mark)] + ".safetensors"
         for value in set(weight_map.values())
-        if isinstance(value, str) and value.endswith(interim_mark) and "/" not in value and (folder / value).is_file()
+        if isinstance(value, str) and value.endswith(interim_mark) and "/" not in value
     }
-    if not final_names:
+    final_names = {interim: final for interim, final in named.items() if (folder / interim).is_file()}
+    # An interim name whose file is gone: the rename finished and only the final index write is
+    # missing, if the final name holds a file; otherwise the folder cannot be repaired here.
+    renamed = {interim: final for interim, final in named.items() if interim not in final_names}
+    lost = sorted(interim for interim, final in renamed.items() if not (folder / final).is_file())
+    if lost:
+        raise OperationError(
+            f"{folder} was left part way through an in-place conversion: {INDEX_NAME} names {', '.join(lost)}, "
+            "which is missing",
+            "restore the files from their .bak copies (or the original checkpoint), then run convert again",
+        )
+    if not named:
+        _remove_swap_leftovers(folder, set(weight_map.values()))
         return []
     for interim, final in final_names.items():
         link = folder / f".{final}.dflash-tools-link"
@@ -1440,12 +1468,23 @@ def finish_interrupted_swap(folder: Path) -> list[str]:
         os.link(folder / interim, link)
         link.replace(target)
     fsync_dir(folder)
-    index["weight_map"] = {k: final_names.get(v, v) for k, v in weight_map.items()}
+    index["weight_map"] = {k: named.get(v, v) for k, v in weight_map.items()}
     atomic_write_text(index_path, dumps_like(index, text))
     for interim in final_names:
         (folder / interim).unlink()
     fsync_dir(folder)
-    return sorted(final_names.values())
+    _remove_swap_leftovers(folder, set(index["weight_map"].values()))
+    return sorted(named.values())
+
+
+def _remove_swap_leftovers(folder: Path, indexed: set[Any]) -> None:
+    """Names only a killed swap leaves: interim shards the index no longer names, and link files."""
+    for entry in folder.iterdir():
+        name = entry.name
+        interim = name.endswith(".dflash-tools-new.safetensors") and name not in indexed
+        link = name.startswith(".") and name.endswith(".dflash-tools-link")
+        if (interim or link) and (entry.is_file() or entry.is_symlink()):
+            entry.unlink()
 
 
 def atomic_write_bytes_from(source: Path, destination: Path) -> None:

@@ -933,9 +933,7 @@ _CACHE_REPO_PREFIXES = ("models--", "datasets--", "spaces--")
 
 def _is_cache_repo_dir(folder: Path) -> bool:
     return (
-        folder.name.startswith(_CACHE_REPO_PREFIXES)
-        and (folder / "blobs").is_dir()
-        and (folder / "snapshots").is_dir()
+        folder.name.startswith(_CACHE_REPO_PREFIXES) and (folder / "blobs").is_dir() and (folder / "snapshots").is_dir()
     )
 
 

@@ -15,8 +15,8 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from dflash_tools.errors import SourceError
-from dflash_tools.json_hazards import hazard_findings, loads_tracking_duplicates
 from dflash_tools.findings import Finding, make_finding
+from dflash_tools.json_hazards import hazard_findings, loads_tracking_duplicates
 from dflash_tools.safetensors_header import (
     SafetensorsHeaderError,
     ShardHeader,
