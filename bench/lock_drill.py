@@ -117,6 +117,20 @@ def run_pair(work: Path, scenario: str, number: int) -> tuple[list[str], list[in
     return problems, codes
 
 
+def _kind(problem: str) -> str:
+    if "does not hold the original" in problem:
+        return "backup lost the original"
+    if problem.startswith("left behind"):
+        return "files left behind"
+    if problem.startswith(("draft:", "out:")):
+        return "checkpoint inspects with errors"
+    if "already exists (a backup" in problem:
+        return "refused: stale .bak from the other run"
+    if problem.startswith("exit"):
+        return "other failed run"
+    return problem
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pairs", type=int, default=100, help="pairs per scenario (default 100)")
@@ -131,6 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for scenario in scenarios:
             outcomes: Counter[str] = Counter()
+            kinds: Counter[str] = Counter()
             lost = 0
             for number in range(args.pairs):
                 problems, codes = run_pair(work, scenario, number)
@@ -138,7 +153,13 @@ def main(argv: list[str] | None = None) -> int:
                 if problems:
                     lost += 1
                     failures += [f"{scenario} #{number}: {p}" for p in problems[:3]]
-            figures[scenario] = {"pairs": args.pairs, "failed": lost, "exit codes": dict(outcomes)}
+                kinds.update({_kind(p) for p in problems})
+            figures[scenario] = {
+                "pairs": args.pairs,
+                "failed": lost,
+                "exit codes": dict(outcomes),
+                "problems (pairs)": dict(kinds),
+            }
     finally:
         shutil.rmtree(work, ignore_errors=True)
     elapsed = time.perf_counter() - started
@@ -149,6 +170,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"lock drill: {args.pairs} pairs x {len(scenarios)} scenarios in {elapsed:.0f} s")
         for scenario, figure in figures.items():
             print(f"  {scenario:8} failed {figure['failed']}/{figure['pairs']}   exit codes {figure['exit codes']}")
+            for kind, count in dict(figure["problems (pairs)"]).items():  # type: ignore[call-overload]
+                print(f"           {kind}: {count}")
         for line in failures[:20]:
             print("  " + line)
     return 1 if total else 0
