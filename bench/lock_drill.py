@@ -103,15 +103,18 @@ def run_pair(work: Path, scenario: str, number: int) -> tuple[list[str], list[in
         if name.endswith(".bak") and original.get(name[: -len(".bak")]) != digest:
             problems.append(f"{name} does not hold the original bytes of {name[: -len('.bak')]}")
     in_place_wrote = any(
-        code == 0 and "--in-place" in cmd for (code, _), cmd in zip(results, _commands(scenario, folder, out), strict=True)
+        code == 0 and "--in-place" in cmd
+        for (code, _), cmd in zip(results, _commands(scenario, folder, out), strict=True)
     )
-    if not in_place_wrote and {k: v for k, v in after.items()} != original:
+    if not in_place_wrote and after != original:
         problems.append("the source changed although no in-place run wrote")
     for where in (folder, out):
         if where.is_dir():
             report = inspect_checkpoint(str(where))
             if not report.ok:
-                problems.append(f"{where.name}: " + "; ".join(f.message for f in report.findings if f.severity == "error"))
+                problems.append(
+                    f"{where.name}: " + "; ".join(f.message for f in report.findings if f.severity == "error")
+                )
     problems += [f"left behind: {p}" for p in _leftovers(folder, base)]
     shutil.rmtree(base)
     return problems, codes
