@@ -401,8 +401,15 @@ a test fails when the two differ. `inspect` checks every key below wherever the 
 
 A wrong type, or a value outside "allowed", is an error (DFT006): the engine fails at load or reads
 something else. A same-typed value outside "plausible" is a warning (DFT058) naming the key. JSON
-null is accepted only where "allowed" says so. Duplicated keys are reported separately (DFT059,
-DFT060). Keys marked with an owner are checked by that check, not by the table.
+null is accepted only where "allowed" says so. Keys marked with an owner are checked by that
+check, not by the table.
+
+Beyond single keys, `inspect` reports JSON that readers disagree on: a key written twice (DFT059
+where the copies differ, DFT060 where they repeat one value; Python's json, so transformers and
+vLLM, read the last copy), a string holding a lone surrogate such as `"\\ud800"` (DFT061), and
+nesting deeper than 64 levels (DFT062). `convert` writes a duplicated key once, with the last
+value, where its last copy stood; it keeps lone surrogates as the `\\uXXXX` escapes the file
+used; it refuses (exit 2) a config nested deeper than 64 levels.
 
 | key | scope | type | allowed | plausible | default when absent | read by | notes |
 |---|---|---|---|---|---|---|---|
