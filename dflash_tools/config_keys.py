@@ -319,6 +319,12 @@ def located(config: dict[str, Any], family: str) -> Iterator[tuple[ConfigKey, st
                 yield entry, path, value
 
 
+def primary_path(key: str, family: str) -> str:
+    """Where engines read `key` in a dialect family's config (the first of its locations)."""
+    entry = BY_KEY[key]
+    return LOCATIONS[entry.scope][family][0] + entry.key
+
+
 def _show(value: Any) -> str:
     """A value as JSON would spell it; escapes and lone surrogates quoted, never passed through."""
     if isinstance(value, dict | list):
