@@ -195,6 +195,12 @@ KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("rope_scaling", KeyType.OBJECT, Scope.DECODER, (V, T), None, nullable=True),
     ConfigKey("rope_scaling.rope_type", KeyType.STR, Scope.DECODER, (V, T), "default", choices=ROPE_TYPES),
     ConfigKey("rope_scaling.type", KeyType.STR, Scope.DECODER, (V, T), "default", choices=ROPE_TYPES),
+    ConfigKey(
+        "rope_parameters.factor", KeyType.NUMBER, Scope.DECODER, (V, T), 1.0, positive=True, plausible=(1.0, 1024.0)
+    ),
+    ConfigKey(
+        "rope_scaling.factor", KeyType.NUMBER, Scope.DECODER, (V, T), 1.0, positive=True, plausible=(1.0, 1024.0)
+    ),
     ConfigKey("bos_token_id", KeyType.INT, Scope.DECODER, (T,), None, nullable=True, minimum=0),
     ConfigKey("eos_token_id", KeyType.INT_OR_INT_LIST, Scope.DECODER, (V, T), None, nullable=True, minimum=0),
     ConfigKey("pad_token_id", KeyType.INT, Scope.DECODER, (T,), None, nullable=True, minimum=0),
@@ -213,6 +219,24 @@ KEYS: tuple[ConfigKey, ...] = (
     ConfigKey(
         "sample_from_anchor", KeyType.BOOL, Scope.ALGORITHM, (V, ZL, SP), "per dialect", owner="geometry (DFT011)"
     ),
+    ConfigKey(
+        "speculators_config.proposal_methods[*].speculative_tokens",
+        KeyType.INT,
+        Scope.TOP,
+        (V, SP),
+        "block_size - 1",
+        minimum=1,
+        owner="geometry (DFT012)",
+    ),  # fmt: skip
+    ConfigKey(
+        "speculative_config.speculative_tokens",
+        KeyType.INT,
+        Scope.TOP,
+        (V,),
+        "block_size - 1",
+        minimum=1,
+        owner="geometry (DFT012)",
+    ),  # fmt: skip
     ConfigKey("mask_token_id", KeyType.INT, Scope.ALGORITHM, (V, ZL, SP), None, minimum=0),
     ConfigKey("target_layer_ids", KeyType.INT_LIST, Scope.ALGORITHM, (V, ZL), None, minimum=-1),
     ConfigKey("target_hidden_size", KeyType.INT, Scope.ALGORITHM, (V, ZL, SP), "hidden_size", nullable=True, minimum=1),
