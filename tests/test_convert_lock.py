@@ -6,21 +6,24 @@ takes (flock locks belong to open file descriptions, not processes).
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from dflash_tools import testing
 from dflash_tools.cli import app
 from dflash_tools.inspect import inspect_checkpoint
-from dflash_tools.locking import folder_lock, lock_file_path, name_lock
+from dflash_tools.locking import LockBusy, folder_lock, lock_file_path, name_lock
 from tests.conftest import CheckpointFactory
 
 ROOT = Path(__file__).parents[1]
@@ -163,3 +166,44 @@ def test_short_lock_drill() -> None:
     figures = json.loads(done.stdout)
     assert figures["failed_pairs"] == 0
     assert set(figures["scenarios"]) == {"config", "repack", "sharded", "output", "mixed"}
+
+
+def test_a_run_that_locked_a_removed_lock_file_tries_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The lock file is removed on release, so a run that opened it just before may lock a file
+    that is no longer at the path. It must notice and try again, or two runs would both hold OUT.
+
+    The interleaving is forced at the OS boundary: the racing thread's flock() waits until the
+    holder has released (and removed) the file and a new holder has taken a new one.
+    """
+    destination = tmp_path / "out"
+    real_flock = fcntl.flock
+    racer: list[int] = []
+    opened, released = threading.Event(), threading.Event()
+
+    def flock(fd: int, operation: int) -> None:
+        if threading.get_ident() in racer and not released.is_set():
+            opened.set()
+            released.wait(10)
+        real_flock(fd, operation)
+
+    monkeypatch.setattr(fcntl, "flock", flock)
+    outcome: list[str] = []
+
+    def race() -> None:
+        racer.append(threading.get_ident())
+        try:
+            with name_lock(destination):
+                outcome.append("held")
+        except LockBusy:
+            outcome.append("busy")
+
+    with name_lock(destination):
+        thread = threading.Thread(target=race)
+        thread.start()
+        assert opened.wait(10)
+    # The first holder is gone and its file removed; a second run takes a new lock file.
+    with name_lock(destination):
+        released.set()
+        thread.join(10)
+        assert outcome == ["busy"]
+    assert not lock_file_path(destination).exists()
