@@ -235,7 +235,7 @@ KEYS: tuple[ConfigKey, ...] = (
         (V,),
         "block_size - 1",
         minimum=1,
-        owner="geometry (DFT012)",
+        note="Open Spec; geometry derives block_size from it",
     ),  # fmt: skip
     ConfigKey("mask_token_id", KeyType.INT, Scope.ALGORITHM, (V, ZL, SP), None, minimum=0),
     ConfigKey("target_layer_ids", KeyType.INT_LIST, Scope.ALGORITHM, (V, ZL), None, minimum=-1),
