@@ -381,7 +381,7 @@ def check_config_keys(config: dict[str, Any], family: str) -> list[Finding]:
                     f"{path} is {_show(value)}, expected {expected} ({readers} read it)",
                     f"fix {path} in config.json: {entry.allowed()}",
                     keys=(path,),
-                    values={path: value if value is None or isinstance(value, bool | int | float) else _show(value)},
+                    values={path: value},
                 )
             )
             continue
@@ -392,7 +392,7 @@ def check_config_keys(config: dict[str, Any], family: str) -> list[Finding]:
                     f"{path} is {_show(value)}, expected {entry.allowed()} ({readers} read it)",
                     f"fix {path} in config.json",
                     keys=(path,),
-                    values={path: value if isinstance(value, bool | int | float) else _show(value)},
+                    values={path: value},
                 )
             )
             continue
