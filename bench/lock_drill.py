@@ -35,7 +35,7 @@ import numpy as np
 
 from dflash_tools import testing
 from dflash_tools.inspect import inspect_checkpoint
-from dflash_tools.safetensors_header import expected_nbytes
+from dflash_tools.reading.safetensors_header import expected_nbytes
 
 SCENARIOS = ("config", "repack", "sharded", "output", "mixed")
 BUSY = "another convert is writing"

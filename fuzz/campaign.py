@@ -15,7 +15,7 @@ What it feeds (seeded from real fixtures of every dialect, at tiny and published
 - `cli`        every 50th checkpoint is also run through the real `dflash-tools inspect` (in
                process, human and JSON output).
 - `engine_keys` one hazard of issue 12 per input, with an oracle: a key of the engine-read table
-               (`dflash_tools/config_keys.py`) set to a value of another JSON type, null, a bogus
+               (`dflash_tools/draft/config_keys.py`) set to a value of another JSON type, null, a bogus
                string or an extreme number; a key duplicated with a different value; a lone
                surrogate beside raw non-ASCII text; an unused key nested 65-989 deep; a list-valued
                block_size. inspect must name the key in a finding (error for a wrong type,
@@ -69,21 +69,23 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing here may touch the netwo
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 os.environ.pop("DFLASH_TOOLS_DEBUG", None)
 
-from dflash_tools import config_keys, testing
+from dflash_tools import testing
 from dflash_tools.convert import plan_conversion
 from dflash_tools.dialects import detect
+from dflash_tools.draft import config_keys
+from dflash_tools.draft.findings import Severity
+from dflash_tools.draft.target import TargetSpec, target_from_config
 from dflash_tools.errors import DflashToolsError, SourceError
-from dflash_tools.findings import Severity
 from dflash_tools.inspect import describe, inspect_loaded
-from dflash_tools.safetensors_header import (
+from dflash_tools.reading.checkpoint import INDEX_NAME, LoadedCheckpoint, parse_config_text, parse_index
+from dflash_tools.reading.safetensors_header import (
     MAX_HEADER_BYTES,
     SafetensorsHeaderError,
     encode_header,
     parse_header,
     read_local_header,
 )
-from dflash_tools.source import INDEX_NAME, LoadedCheckpoint, load_checkpoint, parse_config_text, parse_index
-from dflash_tools.target import TargetSpec, target_from_config
+from dflash_tools.reading.source import load_checkpoint
 
 TARGETS = ("header", "file", "index", "config", "checkpoint", "engine_keys")
 # Share of the random inputs each target gets (the systematic pass comes on top, within the total).

@@ -20,11 +20,11 @@ from dflash_tools.cli._output import (
     stdout_console,
     write_json,
 )
+from dflash_tools.draft.findings import Severity
+from dflash_tools.draft.target import TargetSpec, load_target
 from dflash_tools.errors import DflashToolsError, UsageError
-from dflash_tools.findings import Severity
 from dflash_tools.inspect import SCHEMA_VERSION, InspectReport, inspect_loaded
-from dflash_tools.source import load_checkpoint
-from dflash_tools.target import TargetSpec, load_target
+from dflash_tools.reading.source import load_checkpoint
 
 HELP = """Check a draft checkpoint's config and tensor headers, without downloading weights.
 
@@ -96,7 +96,7 @@ def inspect_command(
     with handle_errors():
         names = list(sources or [])
         if author or search:
-            from dflash_tools.hub import list_hub_models
+            from dflash_tools.reading.hub import list_hub_models
 
             names += list_hub_models(author, search, token=token, limit=limit)
             if not names:

@@ -12,4 +12,7 @@
     presets.py     configs/presets and configs/prompts
 
 Nothing here imports typer or rich; vLLM and torch are imported only inside the child.
+
+Imports: `inspect`, `draft`, `reading`, `vllm_plugin` (its markers and fingerprints), and `engine`
+only from `child` (the torch engine, in the child process).
 """

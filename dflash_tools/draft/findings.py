@@ -1,0 +1,154 @@
+"""Findings: the stable, documented result of every check.
+
+Codes are public contract (SPEC §6): JSON output, README and tests refer to them. A code never
+changes meaning; new codes may be added.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+
+class Severity(StrEnum):
+    ERROR = "error"
+    WARNING = "warning"
+    INFO = "info"
+
+
+@dataclass(frozen=True)
+class CodeInfo:
+    code: str
+    severity: Severity
+    title: str
+
+
+_CATALOGUE: tuple[CodeInfo, ...] = (
+    CodeInfo("DFT001", Severity.ERROR, "config.json missing or not valid JSON"),
+    CodeInfo("DFT002", Severity.ERROR, "dialect not recognized"),
+    CodeInfo("DFT003", Severity.ERROR, "safetensors header corrupt, out of bounds, overlapping or with holes"),
+    CodeInfo("DFT004", Severity.ERROR, "shard index names a file that is missing or escapes the checkpoint folder"),
+    CodeInfo("DFT005", Severity.INFO, "weights not inspected (config-only source, or shards not available offline)"),
+    CodeInfo("DFT007", Severity.INFO, "the Hub was unreachable: the draft was read from the local cache"),
+    CodeInfo("DFT006", Severity.ERROR, "config value has the wrong type or is out of range"),
+    CodeInfo("DFT010", Severity.ERROR, "block_size missing, not a positive int, or two locations disagree"),
+    CodeInfo("DFT011", Severity.WARNING, "sample_from_anchor not explicit (inferred or defaulted)"),
+    CodeInfo(
+        "DFT012", Severity.ERROR, "speculators speculative_tokens inconsistent with block_size and sample_from_anchor"
+    ),
+    CodeInfo("DFT013", Severity.ERROR, "requested K incompatible with the trained geometry (DFlash2: K != K_max)"),
+    CodeInfo("DFT014", Severity.WARNING, "requested K above K_max (positions never trained)"),
+    CodeInfo("DFT015", Severity.ERROR, "conv taps exceed block_size / group size does not divide hidden"),
+    CodeInfo("DFT016", Severity.INFO, "requested K below K_max (valid, drafts fewer positions than trained)"),
+    CodeInfo("DFT017", Severity.WARNING, "conv taps exceed the query positions (unused taps)"),
+    CodeInfo("DFT020", Severity.ERROR, "required tensor missing"),
+    CodeInfo("DFT021", Severity.WARNING, "unexpected tensor (will be dropped or will break loading)"),
+    CodeInfo("DFT022", Severity.ERROR, "tensor shape differs from the config's expectation"),
+    CodeInfo("DFT023", Severity.WARNING, "mixed or unusual floating dtypes"),
+    CodeInfo("DFT024", Severity.INFO, "quantized checkpoint: packed weights checked by name, not by shape"),
+    CodeInfo("DFT030", Severity.ERROR, "target layer id out of range, duplicated or unsorted"),
+    CodeInfo("DFT031", Severity.ERROR, "hidden size mismatch with the target (fc width, draft hidden)"),
+    CodeInfo("DFT032", Severity.ERROR, "vocabulary mismatch with the target, or mask_token_id out of range"),
+    CodeInfo("DFT033", Severity.WARNING, "layer ids look shifted by one (z-lab / speculators convention mixed up)"),
+    CodeInfo("DFT034", Severity.WARNING, "RoPE settings differ from the target's"),
+    CodeInfo("DFT040", Severity.WARNING, "speculators draft whose full-attention layers vLLM will run causally"),
+    CodeInfo("DFT041", Severity.WARNING, "layout or algorithm the selected vLLM runner cannot serve as declared"),
+    CodeInfo("DFT055", Severity.INFO, "sliding layers see other context keys served (vLLM) than trained (speculators)"),
+    CodeInfo("DFT050", Severity.INFO, "departs from the published profile of a known checkpoint"),
+    CodeInfo("DFT058", Severity.WARNING, "config value an engine reads is far outside what real checkpoints use"),
+    CodeInfo("DFT059", Severity.ERROR, "duplicated JSON key with different values (readers disagree on which wins)"),
+    CodeInfo("DFT060", Severity.WARNING, "duplicated JSON key repeating the same value"),
+    CodeInfo("DFT061", Severity.ERROR, "string with a lone surrogate: not Unicode, refused by strict JSON readers"),
+    CodeInfo("DFT062", Severity.ERROR, "JSON nested deeper than any config (64 levels)"),
+)
+
+CATALOGUE: dict[str, CodeInfo] = {info.code: info for info in _CATALOGUE}
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One problem (or note) about a checkpoint.
+
+    `keys` names the exact config keys or tensor names involved and `values` their values, so a
+    script can act on a finding without parsing the message.
+    """
+
+    code: str
+    severity: Severity
+    message: str
+    hint: str = ""
+    keys: tuple[str, ...] = ()
+    values: dict[str, Any] = field(default_factory=dict)
+    file: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "code": self.code,
+            "severity": self.severity.value,
+            "title": CATALOGUE[self.code].title if self.code in CATALOGUE else "",
+            "message": self.message,
+            "hint": self.hint,
+            "keys": list(self.keys),
+        }
+        if self.values:
+            out["values"] = _strict_json(self.values)
+        if self.file is not None:
+            out["file"] = self.file
+        return out
+
+
+def _strict_json(value: Any, depth: int = 0) -> Any:
+    """`values` quote the config exactly, except what strict JSON cannot carry.
+
+    NaN and the infinities become strings spelled as the file spells them; structures nested
+    deeper than any real config are summarized, so a hostile value cannot exhaust the encoder.
+    """
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, dict | list | tuple):
+        if depth >= _MAX_VALUE_DEPTH:
+            return f"<{type(value).__name__} nested deeper than {_MAX_VALUE_DEPTH} levels>"
+        if isinstance(value, dict):
+            return {key: _strict_json(item, depth + 1) for key, item in value.items()}
+        return [_strict_json(item, depth + 1) for item in value]
+    return value
+
+
+_MAX_VALUE_DEPTH = 32
+
+
+def make_finding(
+    code: str,
+    message: str,
+    hint: str = "",
+    *,
+    severity: Severity | None = None,
+    keys: tuple[str, ...] | list[str] = (),
+    values: dict[str, Any] | None = None,
+    file: str | None = None,
+) -> Finding:
+    """Build a finding; the severity comes from the catalogue unless a check overrides it."""
+    info = CATALOGUE[code]
+    return Finding(
+        code=code,
+        severity=severity or info.severity,
+        message=message,
+        hint=hint,
+        keys=tuple(keys),
+        values=dict(values or {}),
+        file=file,
+    )
+
+
+def has_errors(findings: list[Finding]) -> bool:
+    return any(f.severity is Severity.ERROR for f in findings)
+
+
+_SEVERITY_ORDER = {Severity.ERROR: 0, Severity.WARNING: 1, Severity.INFO: 2}
+
+
+def sort_findings(findings: list[Finding]) -> list[Finding]:
+    """Errors first, then by code, keeping discovery order inside a code."""
+    return sorted(findings, key=lambda f: (_SEVERITY_ORDER[f.severity], f.code))
