@@ -61,7 +61,8 @@ def convert_checkpoint(
     `dry_run` decides everything (including the refusals about the output) and writes nothing.
     With `push_to_hub`, the result is uploaded as a pull request (or a direct commit with
     `create_pr=False`). Raises UsageError for option mistakes and output locations that cannot
-    be used, OperationError for refused conversions and failed verification or upload.
+    be used, OperationError for refused conversions and failed verification or upload, and
+    `files.locking.LockBusy` (a UsageError, exit 2) when another run is writing the folder or OUT.
     """
     with contextlib.ExitStack() as locks:
         mode = LinkMode(link_mode)
