@@ -35,3 +35,11 @@ class OperationError(DflashToolsError):
     """A requested operation was refused or failed part way (nothing was left half-written)."""
 
     exit_code = 1
+
+
+# Where a hint suggests the torch extra: plain `pip install 'dflash-tools[torch]'` resolves torch
+# from PyPI, whose Linux wheel pulls about 20 nvidia-* CUDA wheels even on a CPU-only machine.
+TORCH_INSTALL_HINT = (
+    "pip install 'dflash-tools[torch]' (on a machine without a GPU, first "
+    "`pip install torch --index-url https://download.pytorch.org/whl/cpu`, which avoids the CUDA wheels)"
+)

@@ -10,6 +10,10 @@ Imports: the commands (`inspect`, `convert`, `smoke`) and what they return (`dra
 
 from __future__ import annotations
 
+import sys
+
+import typer
+
 from dflash_tools.cli.app import app, register_commands
 
 register_commands()
@@ -18,4 +22,26 @@ __all__ = ["app", "main"]
 
 
 def main() -> None:
-    app()
+    """Run the app; a command-line mistake asked for as JSON still gets one JSON document."""
+    from dflash_tools.cli._errors import EXIT_USAGE, error_document, json_requested
+    from dflash_tools.cli._output import write_json
+
+    argv = sys.argv[1:]
+    if not json_requested(argv):
+        app()
+        return
+    try:
+        code = app(standalone_mode=False)
+    except typer.Abort:
+        sys.exit(130)
+    except typer.TyperException as exc:
+        # The parser rejected the command line (typer's public base class of its usage errors).
+        code = getattr(exc, "exit_code", EXIT_USAGE)
+        show = getattr(exc, "show", None)
+        if type(exc).__name__ != "NoArgsIsHelpError":
+            command = next((arg for arg in argv if not arg.startswith("-")), "")
+            write_json(error_document(command, exc.format_message(), "see --help", code, "usage"))
+        if callable(show):
+            show()
+        sys.exit(code)
+    sys.exit(code if isinstance(code, int) else 0)

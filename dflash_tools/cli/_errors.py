@@ -5,10 +5,11 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import typer
 
-from dflash_tools.cli._output import safe_text, stderr_console
+from dflash_tools.cli._output import safe_text, stderr_console, write_json
 from dflash_tools.errors import DflashToolsError
 
 EXIT_OK = 0
@@ -28,9 +29,50 @@ def report_error(message: str, hint: str = "") -> None:
         console.print(f"[dim]hint:[/dim] {safe_text(hint)}", soft_wrap=True)
 
 
+ERROR_SCHEMA_VERSION = 1
+
+
+def error_document(
+    command: str, message: str, hint: str, exit_code: int, kind: str, source: Any = None, **extra: Any
+) -> dict[str, Any]:
+    """The one JSON document a failed command prints on stdout (docs/json.md)."""
+    document: dict[str, Any] = {"schema_version": ERROR_SCHEMA_VERSION, "command": command}
+    if source is not None:
+        document["source"] = source
+    document["ok"] = False
+    document["exit_code"] = exit_code
+    document["error"] = {"kind": kind, "message": message, "hint": hint, "exit_code": exit_code, **extra}
+    return document
+
+
+def json_requested(argv: list[str]) -> bool:
+    """Whether a command line asked for JSON, read before (or without) option parsing."""
+    if "--json" in argv or any(arg in ("--format=json", "-fjson") for arg in argv):
+        return True
+    for flag, value in zip(argv, argv[1:], strict=False):
+        if flag in ("--format", "-f") and value == "json":
+            return True
+    return os.environ.get("DFLASH_TOOLS_FORMAT") == "json" and "--format" not in argv and "-f" not in argv
+
+
+def _kind(exc: DflashToolsError) -> str:
+    return {"SourceError": "source", "UsageError": "usage"}.get(type(exc).__name__, "operation")
+
+
 @contextmanager
-def handle_errors() -> Iterator[None]:
-    """Turn our exceptions into exit codes; anything else is a one-line internal error."""
+def handle_errors(command: str = "", *, json_output: bool = False, source: Any = None) -> Iterator[None]:
+    """Turn our exceptions into exit codes; anything else is a one-line internal error.
+
+    With `json_output`, every failure also writes one error document to stdout, so a caller
+    piping into `jq` always gets exactly one document.
+    """
+
+    def fail(message: str, hint: str, code: int, kind: str, **extra: Any) -> typer.Exit:
+        if json_output:
+            write_json(error_document(command, message, hint, code, kind, source, **extra))
+        report_error(message, hint)
+        return typer.Exit(code)
+
     try:
         yield
     except typer.Exit:
@@ -38,27 +80,29 @@ def handle_errors() -> Iterator[None]:
     except DflashToolsError as exc:
         if debug_enabled():
             raise
-        report_error(exc.message, exc.hint)
-        raise typer.Exit(exc.exit_code) from None
+        findings = getattr(exc, "findings", None)
+        extra = {"findings": [f.to_dict() for f in findings]} if findings else {}
+        raise fail(exc.message, exc.hint, exc.exit_code, _kind(exc), **extra) from None
     except KeyboardInterrupt:
-        report_error("interrupted")
-        raise typer.Exit(130) from None
+        raise fail("interrupted", "", 130, "interrupted") from None
     except OSError as exc:
         # The file system said no (permissions, an immutable file, a read-only mount, a full
         # disk): the user's to fix, not a bug. Staging folders are already cleaned up.
         if debug_enabled():
             raise
         where = exc.filename2 or exc.filename
-        report_error(
+        raise fail(
             (f"{where}: " if where else "") + (exc.strerror or str(exc) or type(exc).__name__),
             "check the permissions, mount and free space of that location, then run again",
-        )
-        raise typer.Exit(EXIT_FINDINGS) from None
+            EXIT_FINDINGS,
+            "os",
+        ) from None
     except Exception as exc:
         if debug_enabled():
             raise
-        report_error(
+        raise fail(
             f"internal error: {type(exc).__name__}: {exc}",
             "this is a bug in dflash-tools; rerun with DFLASH_TOOLS_DEBUG=1 for the traceback and report it",
-        )
-        raise typer.Exit(EXIT_FINDINGS) from None
+            EXIT_FINDINGS,
+            "internal",
+        ) from None

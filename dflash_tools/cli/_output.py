@@ -32,15 +32,20 @@ class OutputFormat(StrEnum):
     JSON = "json"
 
 
-def safe_text(value: Any) -> str:
-    """Printable, markup-inert text: control characters become visible \\xNN / \\uNNNN escapes."""
+def printable(value: Any) -> str:
+    """Control characters become visible \\xNN / \\uNNNN escapes (for rich `Text`, which takes no markup)."""
     text = value if isinstance(value, str) else str(value)
 
     def _escape(match: re.Match[str]) -> str:
         code = ord(match.group())
         return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
-    return escape(_UNSAFE.sub(_escape, text))
+    return _UNSAFE.sub(_escape, text)
+
+
+def safe_text(value: Any) -> str:
+    """Printable, markup-inert text: control characters become visible \\xNN / \\uNNNN escapes."""
+    return escape(printable(value))
 
 
 def _no_color(flag: bool) -> bool:

@@ -7,13 +7,16 @@ from typing import Annotated, Any
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
-from dflash_tools.cli._errors import EXIT_FINDINGS, EXIT_OK, debug_enabled, handle_errors, report_error
+from dflash_tools.cli._errors import EXIT_FINDINGS, EXIT_OK, handle_errors
+from dflash_tools.cli._layout import print_line, print_unpadded, table_or_blocks, wrap_words
 from dflash_tools.cli._options import FormatOption, JsonOption, NoColorOption, TokenOption
 from dflash_tools.cli._output import (
     SEVERITY_STYLE,
     OutputFormat,
     human_bytes,
+    printable,
     safe_text,
     stderr_console,
     stdout_console,
@@ -21,7 +24,7 @@ from dflash_tools.cli._output import (
 )
 from dflash_tools.draft.findings import Severity
 from dflash_tools.draft.geometry import Geometry
-from dflash_tools.errors import DflashToolsError, UsageError
+from dflash_tools.errors import UsageError
 from dflash_tools.files.atomic import LinkMode
 
 HELP = """Normalize a draft checkpoint, or translate it between z-lab and speculators form.
@@ -58,14 +61,21 @@ EPILOG = (
 
 
 def register(app: typer.Typer) -> None:
-    app.command("convert", help=HELP, epilog=EPILOG, no_args_is_help=True)(convert_command)
+    app.command(
+        "convert",
+        help=HELP,
+        short_help="Normalize a draft, or translate it (z-lab <-> speculators).",
+        epilog=EPILOG,
+        no_args_is_help=True,
+    )(convert_command)
 
 
 def convert_command(
+    # Optional to typer only: a required argument renders as `{SOURCE}` in typer's usage line.
     source: Annotated[
-        str,
+        str | None,
         typer.Argument(metavar="SOURCE", help="Checkpoint folder, Hub repo id or example:NAME.", show_default=False),
-    ],
+    ] = None,
     output: Annotated[
         str | None,
         typer.Option(
@@ -150,41 +160,36 @@ def convert_command(
     no_color: NoColorOption = False,
 ) -> None:
     fmt = OutputFormat.JSON if json_flag else output_format
-    with handle_errors():
-        try:
-            _check_usage(output, in_place, to, backup, check, dry_run)
-            if token and "HF_TOKEN" not in os.environ:
-                stderr_console(no_color).print(
-                    "[yellow]warning:[/yellow] --token on the command line is visible to other users; prefer HF_TOKEN"
-                )
-            from dflash_tools.convert import convert_checkpoint
-
-            writes = not (check or dry_run)
-            result = convert_checkpoint(
-                source,
-                output,
-                in_place=in_place,
-                to=to,
-                block_size=block_size,
-                sample_from_anchor=sample_from_anchor,
-                target=target,
-                force=force,
-                backup=backup,
-                link_mode=link_mode,
-                dry_run=not writes,
-                revision=revision,
-                token=token,
-                timeout=timeout,
-                push_to_hub=push_to_hub if writes else None,
-                create_pr=pr,
-                commit_message=commit_message,
+    with handle_errors("convert", json_output=fmt is OutputFormat.JSON, source=source):
+        if not source:
+            raise UsageError("no SOURCE given", "pass a checkpoint folder, a Hub repo id or example:NAME")
+        _check_usage(output, in_place, to, backup, check, dry_run)
+        if token and "HF_TOKEN" not in os.environ:
+            stderr_console(no_color).print(
+                "[yellow]warning:[/yellow] --token on the command line is visible to other users; prefer HF_TOKEN"
             )
-        except DflashToolsError as exc:
-            if fmt is OutputFormat.JSON and not debug_enabled():
-                write_json(_error_document(source, exc))
-                report_error(exc.message, exc.hint)
-                raise typer.Exit(exc.exit_code) from None
-            raise
+        from dflash_tools.convert import convert_checkpoint
+
+        writes = not (check or dry_run)
+        result = convert_checkpoint(
+            source,
+            output,
+            in_place=in_place,
+            to=to,
+            block_size=block_size,
+            sample_from_anchor=sample_from_anchor,
+            target=target,
+            force=force,
+            backup=backup,
+            link_mode=link_mode,
+            dry_run=not writes,
+            revision=revision,
+            token=token,
+            timeout=timeout,
+            push_to_hub=push_to_hub if writes else None,
+            create_pr=pr,
+            commit_message=commit_message,
+        )
         code = EXIT_FINDINGS if check and result.plan.changed else EXIT_OK
         if fmt is OutputFormat.JSON:
             document = result.to_dict()
@@ -217,15 +222,6 @@ def _check_usage(
         raise UsageError("--no-backup only applies to --in-place", "drop --no-backup")
     if not (in_place or output or check or dry_run):
         raise UsageError("no output given", "pass -o OUT (a new folder), --in-place, --dry-run or --check")
-
-
-def _error_document(source: str, exc: DflashToolsError) -> dict[str, Any]:
-    from dflash_tools.convert import SCHEMA_VERSION, VerificationFailed
-
-    error: dict[str, Any] = {"message": exc.message, "hint": exc.hint, "exit_code": exc.exit_code}
-    if isinstance(exc, VerificationFailed):
-        error["findings"] = [f.to_dict() for f in exc.findings]
-    return {"schema_version": SCHEMA_VERSION, "command": "convert", "source": source, "ok": False, "error": error}
 
 
 # --------------------------------------------------------------------------------------------
@@ -288,27 +284,28 @@ def render(result: Any, *, check: bool, quiet: bool, no_color: bool, would_push:
         after_geometry = result.after.geometry if result.after is not None else (plan.output_geometry or plan.geometry)
         for row in _geometry_rows(plan.before.geometry, after_geometry):
             table.add_row(*row)
-        console.print(table)
+        print_unpadded(console, table)
         if plan.decisions:
             console.print("[bold]decisions[/bold]")
             for decision in plan.decisions:
-                console.print(f"  • {safe_text(decision.message)}", soft_wrap=True)
+                _bullet(console, printable(decision.message))
         if plan.tensor_changes:
             console.print("[bold]tensors[/bold]")
             for change in plan.tensor_changes:
-                what = f"rename → {safe_text(change.new_name)}" if change.action == "rename" else "drop"
-                console.print(
-                    f"  • {safe_text(change.name)} ({safe_text(change.file)}): {what}: {safe_text(change.reason)}",
-                    soft_wrap=True,
+                what = f"rename → {printable(change.new_name)}" if change.action == "rename" else "drop"
+                _bullet(
+                    console, f"{printable(change.name)} ({printable(change.file)}): {what}: {printable(change.reason)}"
                 )
         if result.files:
-            files = Table(show_header=True, header_style="bold", box=None, padding=(0, 2))
-            for column in ("file", "action", "bytes"):
-                files.add_column(column)
-            for record in result.files:
-                action = record.action + (f" ({safe_text(record.detail)})" if record.detail else "")
-                files.add_row(safe_text(record.path), action, human_bytes(record.bytes))
-            console.print(files)
+            rows = [
+                [
+                    printable(record.path),
+                    record.action + (f" ({printable(record.detail)})" if record.detail else ""),
+                    human_bytes(record.bytes),
+                ]
+                for record in result.files
+            ]
+            table_or_blocks(console, ("file", "action", "bytes"), rows)
         if result.mode == "dry-run" and not check and plan.config_changed:
             console.print("[bold]config.json diff[/bold]")
             for line in plan.diff().splitlines():
@@ -320,18 +317,28 @@ def render(result: Any, *, check: bool, quiet: bool, no_color: bool, would_push:
     _render_last_line(console, result, check=check, would_push=would_push)
 
 
+def _bullet(console: Any, text: str) -> None:
+    for line in wrap_words(text, console.width, "    ", first_indent="  • "):
+        print_line(console, line)
+
+
 def _render_verification(console: Any, result: Any) -> None:
     after = result.after
     counts = {s: sum(1 for f in after.findings if f.severity is s) for s in Severity}
-    console.print(
-        f"[bold]verification[/bold]: output inspected: {counts[Severity.ERROR]} error(s), "
+    text = (
+        f"verification: output inspected: {counts[Severity.ERROR]} error(s), "
         f"{counts[Severity.WARNING]} warning(s), {counts[Severity.INFO]} note(s); no new errors"
     )
+    for line in wrap_words(text, console.width, "  "):
+        print_line(console, line)
     for finding in after.findings:
         if finding.severity is Severity.INFO:
             continue
         style = SEVERITY_STYLE[finding.severity.value]
-        console.print(f"  [{style}]{finding.code}[/{style}] {safe_text(finding.message)}", soft_wrap=True)
+        lines = wrap_words(printable(finding.message), console.width, " " * 9, first_indent=f"  {finding.code} ")
+        styled = Text("\n".join(lines))
+        styled.stylize(style, 2, 2 + len(finding.code))
+        console.print(styled, soft_wrap=True)
 
 
 def _render_last_line(console: Any, result: Any, *, check: bool, would_push: str | None) -> None:
@@ -357,11 +364,16 @@ def _render_last_line(console: Any, result: Any, *, check: bool, would_push: str
         console.print("[bold green]already normalized[/bold green]: nothing written")
     else:
         linked = sum(1 for f in result.files if f.action in ("hardlink", "symlink"))
-        console.print(
-            f"[bold green]wrote[/bold green] {safe_text(result.output)}: {len(result.files)} file(s), "
+        text = (
+            f"wrote {printable(result.output)}: {len(result.files)} file(s), "
             f"{linked} linked, {human_bytes(result.weight_bytes_copied)} of weights copied"
-            + (f"; backups: {', '.join(safe_text(p.name) for p in result.backups)}" if result.backups else "")
+            + (f"; backups: {', '.join(printable(p.name) for p in result.backups)}" if result.backups else "")
         )
+        for index, line in enumerate(wrap_words(text, console.width, "  ")):
+            styled = Text(line)
+            if index == 0:
+                styled.stylize("bold green", 0, len("wrote"))
+            print_line(console, styled)
     if result.push is not None:
         if result.push.pr_url:
             console.print(f"pull request: {safe_text(result.push.pr_url)}")

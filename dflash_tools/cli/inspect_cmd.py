@@ -7,15 +7,23 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
+from rich.text import Text
 
 from dflash_tools.cli._errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, handle_errors
+from dflash_tools.cli._layout import (
+    Fix,
+    key_values,
+    print_findings,
+    print_fixes,
+    print_line,
+    table_or_blocks,
+    wrap_words,
+)
 from dflash_tools.cli._options import FormatOption, JsonOption, NoColorOption, TargetRevisionOption, TokenOption
 from dflash_tools.cli._output import (
-    SEVERITY_STYLE,
     OutputFormat,
     human_bytes,
-    safe_text,
+    printable,
     stderr_console,
     stdout_console,
     write_json,
@@ -29,8 +37,10 @@ from dflash_tools.reading.source import load_checkpoint
 HELP = """Check a draft checkpoint's config and tensor headers, without downloading weights.
 
 SOURCE is a local folder, a .safetensors or config.json file, a Hugging Face repo id
-(owner/name), or a bundled example (example:zlab-dflash2). Several sources are inspected
-concurrently and summarized in one table.
+(owner/name), or a bundled example:NAME. Several sources are inspected concurrently and
+summarized together. To list the bundled examples:
+
+  dflash-tools examples
 
 Examples:
 
@@ -50,7 +60,13 @@ EPILOG = (
 
 
 def register(app: typer.Typer) -> None:
-    app.command("inspect", help=HELP, epilog=EPILOG, no_args_is_help=True)(inspect_command)
+    app.command(
+        "inspect",
+        help=HELP,
+        short_help="Check a draft's config and tensor headers (no weights read).",
+        epilog=EPILOG,
+        no_args_is_help=True,
+    )(inspect_command)
 
 
 def inspect_command(
@@ -93,7 +109,8 @@ def inspect_command(
     no_color: NoColorOption = False,
 ) -> None:
     fmt = OutputFormat.JSON if json_flag else output_format
-    with handle_errors():
+    given = list(sources or [])
+    with handle_errors("inspect", json_output=fmt is OutputFormat.JSON, source=given[0] if len(given) == 1 else given):
         names = list(sources or [])
         if author or search:
             from dflash_tools.reading.hub import list_hub_models
@@ -161,16 +178,27 @@ def _document(name: str, result: InspectReport | DflashToolsError, tensors: bool
     }
 
 
-def _geometry_line(report: InspectReport) -> str:
+def _geometry_segments(report: InspectReport) -> list[str]:
     g = report.geometry
     if g is None:
-        return "[red]unknown[/red] (no valid block_size)"
+        return ["unknown (no valid block_size)"]
     k_note = "requested" if g.speculative_tokens_requested else "= K_max"
-    return (
-        f"block_size {g.block_size} · {g.layout} (sample_from_anchor={str(g.sample_from_anchor).lower()}, "
-        f"{g.sample_from_anchor_source.value}) · K_max {g.max_speculative_tokens} · "
-        f"K {g.num_speculative_tokens} ({k_note}) → {g.num_query_tokens} query positions"
+    return [
+        f"block_size {g.block_size}",
+        f"{g.layout} (sample_from_anchor={str(g.sample_from_anchor).lower()}, {g.sample_from_anchor_source.value})",
+        f"K_max {g.max_speculative_tokens}",
+        f"K {g.num_speculative_tokens} ({k_note}) → {g.num_query_tokens} query positions",
+    ]
+
+
+def _verdict(report: InspectReport) -> Text:
+    counts = {s: sum(1 for f in report.findings if f.severity is s) for s in Severity}
+    summary = (
+        f": {counts[Severity.ERROR]} error(s), {counts[Severity.WARNING]} warning(s), {counts[Severity.INFO]} note(s)"
     )
+    if report.ok:
+        return Text.assemble(("OK", "bold green"), summary)
+    return Text.assemble(("FAIL", "bold red"), summary)
 
 
 def render_report(
@@ -181,147 +209,166 @@ def render_report(
     no_color: bool = False,
     target_spec: TargetSpec | None = None,
 ) -> None:
+    """The verdict first and last, a label/value block, the findings, then each fix command whole."""
     console = stdout_console(no_color)
     doc = report.to_dict()
+    print_line(console, _verdict(report))
     if not quiet:
-        title = safe_text(report.loaded.source)
-        where = safe_text(report.loaded.location)
+        where = printable(report.loaded.location)
         if report.loaded.commit:
-            where += f" @ {safe_text(report.loaded.commit[:12])}"
-        console.print(f"[bold]{title}[/bold]  [dim]{where}[/dim]")
-        grid = Table.grid(padding=(0, 2))
-        grid.add_column(style="bold")
-        grid.add_column()
+            where += f" @ {printable(report.loaded.commit[:12])}"
+        print_line(console, Text(printable(report.loaded.source), style="bold"))
+        rows: list[tuple[str, list[str]]] = [("location", [where])]
         desc = report.description
         if desc is not None:
-            grid.add_row("dialect", f"{desc.dialect.value}  (algorithm {desc.algorithm.value})")
-            grid.add_row("geometry", _geometry_line(report))
+            rows.append(("dialect", [f"{desc.dialect.value} (algorithm {desc.algorithm.value})"]))
+            rows.append(("geometry", _geometry_segments(report)))
             d = desc.decoder
-            grid.add_row(
-                "model",
-                f"hidden {d.hidden_size} · {d.num_hidden_layers} layers · heads {d.num_attention_heads}/"
-                f"{d.num_key_value_heads}×{d.head_dim} · intermediate {d.intermediate_size} · vocab {d.vocab_size}"
-                + (f" (draft {desc.draft_vocab_size})" if desc.reduced_vocabulary else ""),
+            rows.append(
+                (
+                    "model",
+                    [
+                        f"hidden {d.hidden_size}",
+                        f"{d.num_hidden_layers} layers",
+                        f"heads {d.num_attention_heads}/{d.num_key_value_heads}×{d.head_dim}",
+                        f"intermediate {d.intermediate_size}",
+                        f"vocab {d.vocab_size}"
+                        + (f" (draft {desc.draft_vocab_size})" if desc.reduced_vocabulary else ""),
+                    ],
+                )
             )
-            grid.add_row(
-                "target layers",
-                f"{desc.target_layer_ids} (z-lab convention, from {safe_text(desc.target_layer_ids_key)})"
-                + (f" · num_target_layers {desc.num_target_layers}" if desc.num_target_layers else "")
-                + (f" · mask_token_id {desc.mask_token_id}" if desc.mask_token_id is not None else ""),
-            )
+            layers = [
+                f"{desc.target_layer_ids} (z-lab convention, from {printable(desc.target_layer_ids_key)})",
+                f"num_target_layers {desc.num_target_layers}" if desc.num_target_layers else "",
+                f"mask_token_id {desc.mask_token_id}" if desc.mask_token_id is not None else "",
+            ]
+            rows.append(("target layers", layers))
             if desc.dflash2 is not None:
                 s = desc.dflash2
-                grid.add_row(
-                    "dflash2",
-                    f"conv taps {s.conv_kernel_size} · group {s.conv_group_size} · selector rank {s.selector_rank} top-{s.selector_top_k}",
+                rows.append(
+                    (
+                        "dflash2",
+                        [
+                            f"conv taps {s.conv_kernel_size}",
+                            f"group {s.conv_group_size}",
+                            f"selector rank {s.selector_rank} top-{s.selector_top_k}",
+                        ],
+                    )
                 )
         else:
-            grid.add_row("dialect", "[red]not recognized[/red]")
+            rows.append(("dialect", ["not recognized"]))
         tensor_doc = doc.get("tensors")
         if tensor_doc:
-            dtypes = ", ".join(f"{safe_text(k)}×{v}" for k, v in tensor_doc["dtypes"].items())
             expected = doc.get("expected_tensors")
-            exp = (
-                f" (config implies {expected['count']} required, {expected['parameters']:,} params)" if expected else ""
-            )
-            grid.add_row(
-                "tensors",
-                f"{tensor_doc['count']} tensors · {tensor_doc['parameters']:,} params · {human_bytes(tensor_doc['bytes'])} · "
-                f"{dtypes} · {tensor_doc['files']} file(s), {human_bytes(tensor_doc['header_bytes_read'])} of headers read{exp}",
+            rows.append(
+                (
+                    "tensors",
+                    [
+                        f"{tensor_doc['count']} tensors",
+                        f"{tensor_doc['parameters']:,} params",
+                        human_bytes(tensor_doc["bytes"]),
+                        ", ".join(f"{printable(k)}×{v}" for k, v in tensor_doc["dtypes"].items()),
+                        f"{tensor_doc['files']} file(s)",
+                        f"{human_bytes(tensor_doc['header_bytes_read'])} of headers read",
+                        f"config implies {expected['count']} required, {expected['parameters']:,} params"
+                        if expected
+                        else "",
+                    ],
+                )
             )
         else:
-            grid.add_row("tensors", "[yellow]not inspected[/yellow]")
+            rows.append(("tensors", ["not inspected"]))
         if target_spec is not None:
-            grid.add_row(
-                "target",
-                f"{safe_text(target_spec.source)}: {target_spec.num_hidden_layers} layers · hidden {target_spec.hidden_size} · vocab {target_spec.vocab_size}"
-                + (" (text_config of a multimodal model)" if target_spec.multimodal else ""),
+            rows.append(
+                (
+                    "target",
+                    [
+                        printable(target_spec.source),
+                        f"{target_spec.num_hidden_layers} layers",
+                        f"hidden {target_spec.hidden_size}",
+                        f"vocab {target_spec.vocab_size}",
+                        "text_config of a multimodal model" if target_spec.multimodal else "",
+                    ],
+                )
             )
         if report.profile is not None:
-            status = "[green]matches[/green]" if report.profile.matches else "[yellow]departs from[/yellow]"
-            grid.add_row(
-                "profile",
-                f"{status} the published {safe_text(report.profile.name)} layout (by {report.profile.matched_by})",
+            status = "matches" if report.profile.matches else "departs from"
+            rows.append(
+                (
+                    "profile",
+                    [
+                        f"{status} the published {printable(report.profile.name)} layout (by {report.profile.matched_by})"
+                    ],
+                )
             )
-        console.print(grid)
+        key_values(console, rows)
     if show_tensors:
-        table = Table(title="tensors", show_lines=False)
-        for column in ("name", "dtype", "shape", "bytes", "file"):
-            table.add_column(column, overflow="fold")
-        for row in report.to_dict(include_tensors=True)["tensor_table"]:
-            table.add_row(
-                safe_text(row["name"]),
-                safe_text(row["dtype"]),
+        table_rows = [
+            [
+                printable(row["name"]),
+                printable(row["dtype"]),
                 str(row["shape"]),
                 f"{row['bytes']:,}",
-                safe_text(row["file"]),
-            )
-        console.print(table)
+                printable(row["file"]),
+            ]
+            for row in report.to_dict(include_tensors=True)["tensor_table"]
+        ]
+        table_or_blocks(console, ("name", "dtype", "shape", "bytes", "file"), table_rows, title="tensors")
+    fixes: list[Fix] = []
     if report.findings:
-        table = Table(show_header=True, header_style="bold", expand=False)
-        table.add_column("code", no_wrap=True)
-        table.add_column("severity", no_wrap=True)
-        table.add_column("finding", overflow="fold")
-        for finding in report.findings:
-            style = SEVERITY_STYLE[finding.severity.value]
-            text = safe_text(finding.message)
-            if finding.hint:
-                text += f"\n[dim]→ {safe_text(finding.hint)}[/dim]"
-            table.add_row(finding.code, f"[{style}]{finding.severity.value}[/{style}]", text)
-        console.print(table)
-    counts = {s: sum(1 for f in report.findings if f.severity is s) for s in Severity}
-    summary = (
-        f"{counts[Severity.ERROR]} error(s), {counts[Severity.WARNING]} warning(s), {counts[Severity.INFO]} note(s)"
-    )
-    if report.ok:
-        console.print(f"[bold green]OK[/bold green]: {summary}")
-    else:
-        console.print(f"[bold red]FAIL[/bold red]: {summary}")
+        print_line(console, "findings", style="bold")
+        print_findings(console, [f.to_dict() for f in report.findings], fixes)
+    print_fixes(console, fixes)
+    print_line(console, _verdict(report))
 
 
 def render_summary(
     names: list[str], results: list[InspectReport | DflashToolsError], *, no_color: bool = False
 ) -> None:
+    """One table when it fits on one line per source; else one block per source (never a split cell)."""
     console = stdout_console(no_color)
-    table = Table(show_header=True, header_style="bold")
-    for column in (
-        "source",
-        "dialect",
-        "B",
-        "layout",
-        "K_max",
-        "Q",
-        "tensors",
-        "params",
-        "errors",
-        "warnings",
-        "codes",
-    ):
-        table.add_column(column, overflow="fold")
+    # K_max is not a column: it follows from B and the layout (B - 1 bonus-anchor, B anchor-first).
+    columns = ("source", "dialect", "B", "layout", "Q", "params", "verdict", "codes")
+    rows: list[list[str | Text]] = []
+    statuses: list[Text | None] = []
     for name, result in zip(names, results, strict=True):
         if isinstance(result, DflashToolsError):
-            table.add_row(
-                safe_text(name), "[red]unreadable[/red]", "", "", "", "", "", "", "", "", safe_text(result.message)
-            )
+            verdict = Text("UNREADABLE", style="bold red")
+            rows.append([printable(name), "", "", "", "", "", verdict, "see below"])
+            statuses.append(verdict)
             continue
         g = result.geometry
         doc = result.to_dict()
         tensors = doc.get("tensors") or {}
         errors = sum(1 for f in result.findings if f.severity is Severity.ERROR)
         warnings = sum(1 for f in result.findings if f.severity is Severity.WARNING)
-        table.add_row(
-            safe_text(name),
-            safe_text(doc.get("dialect") or "?"),
-            str(g.block_size) if g else "?",
-            f"{g.layout} ({g.sample_from_anchor_source.value})" if g else "?",
-            str(g.max_speculative_tokens) if g else "?",
-            str(g.num_query_tokens) if g else "?",
-            str(tensors.get("count", "-")),
-            f"{tensors['parameters']:,}" if tensors else "-",
-            f"[red]{errors}[/red]" if errors else "0",
-            f"[yellow]{warnings}[/yellow]" if warnings else "0",
-            " ".join(sorted({f.code for f in result.findings})),
+        verdict = Text("OK", style="bold green") if result.ok else Text("FAIL", style="bold red")
+        if errors or warnings:
+            verdict = Text.assemble(verdict, f" {errors}E {warnings}W")
+        rows.append(
+            [
+                printable(name),
+                printable(doc.get("dialect") or "?"),
+                str(g.block_size) if g else "?",
+                f"{g.layout} ({g.sample_from_anchor_source.value})" if g else "?",
+                str(g.num_query_tokens) if g else "?",
+                f"{tensors['parameters']:,}" if tensors else "-",
+                verdict,
+                # Info codes stay in the per-source report: the audit table is for what needs action.
+                " ".join(sorted({f.code for f in result.findings if f.severity is not Severity.INFO})),
+            ]
         )
-    console.print(table)
+        statuses.append(verdict)
     bad = sum(1 for r in results if isinstance(r, DflashToolsError) or not r.ok)
-    console.print(f"{len(results)} source(s), {bad} with errors or unreadable")
+    verdict_line = Text.assemble(
+        ("FAIL", "bold red") if bad else ("OK", "bold green"),
+        f": {len(results)} source(s), {bad} with errors or unreadable",
+    )
+    print_line(console, verdict_line)
+    table_or_blocks(console, columns, rows, heading_status=statuses)
+    width = console.width
+    for name, result in zip(names, results, strict=True):
+        if isinstance(result, DflashToolsError):
+            for line in wrap_words(f"{printable(name)}: {printable(result.message)}", width, "  "):
+                print_line(console, line, style="red")
+    print_line(console, verdict_line)

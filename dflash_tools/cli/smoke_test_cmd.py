@@ -6,25 +6,36 @@ import json
 import os
 import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.status import Status
-from rich.table import Table
+from rich.text import Text
 
 from dflash_tools.cli._errors import handle_errors
+from dflash_tools.cli._layout import (
+    Fix,
+    pack,
+    print_findings,
+    print_fixes,
+    print_line,
+    table_or_blocks,
+    wrap_words,
+)
 from dflash_tools.cli._options import FormatOption, JsonOption, NoColorOption, TargetRevisionOption, TokenOption
 from dflash_tools.cli._output import (
-    SEVERITY_STYLE,
     OutputFormat,
+    printable,
     safe_text,
     stderr_console,
     stdout_console,
     write_json,
 )
 from dflash_tools.draft.target import TargetSpec, load_target
-from dflash_tools.errors import UsageError
+from dflash_tools.errors import TORCH_INSTALL_HINT, DflashToolsError, UsageError
 from dflash_tools.smoke import contract, presets, report
 from dflash_tools.smoke.capability import detect_vllm, engine_available, resolve_engine
 from dflash_tools.smoke.plan import DraftPlan, RunPlan, SmokeOptions, SmokePlan, plan_draft, resolve_plan
@@ -59,7 +70,13 @@ EPILOG = (
 
 
 def register(app: typer.Typer) -> None:
-    app.command("smoke-test", help=HELP, epilog=EPILOG, no_args_is_help=True)(smoke_test_command)
+    app.command(
+        "smoke-test",
+        help=HELP,
+        short_help="Run drafts through vLLM or the torch engine; measure acceptance.",
+        epilog=EPILOG,
+        no_args_is_help=True,
+    )(smoke_test_command)
 
 
 def _key_values(items: list[str] | None, option: str, *, parse_json: bool) -> dict[str, Any]:
@@ -154,7 +171,11 @@ def smoke_test_command(
     ] = False,
     force: Annotated[bool, typer.Option("--force", help="Launch despite preflight error findings.")] = False,
     dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Resolve and print the plan; start nothing (no GPU needed).")
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="Resolve and print the plan; start nothing (no GPU needed; repo ids are still read from the Hub).",
+        ),
     ] = False,
     timeout: Annotated[
         float, typer.Option("--timeout", min=1.0, help="Wall-clock seconds for each engine run.")
@@ -175,7 +196,7 @@ def smoke_test_command(
     no_color: NoColorOption = False,
 ) -> None:
     fmt = OutputFormat.JSON if json_flag else output_format
-    with handle_errors():
+    with handle_errors("smoke-test", json_output=fmt is OutputFormat.JSON), hub_timeout_hints():
         if engine not in ("vllm", "torch", "auto"):
             raise UsageError(f"--engine {engine!r}: expected vllm, torch or auto", "pass --engine vllm, torch or auto")
         loaded_preset = presets.load_preset(preset) if preset else None
@@ -239,13 +260,20 @@ def smoke_test_command(
             )
             document["engine_requested"] = engine
             document["engine_available"] = engine_available(chosen_engine)
+            if not document["engine_available"] and CHILD_COMMAND_ENV not in os.environ:
+                # The plan is still the plan (a dry run is how to plan a GPU host from a laptop),
+                # but it says plainly that this environment cannot launch it.
+                document["engine_missing"] = {
+                    "engine": chosen_engine,
+                    "message": f"the {chosen_engine} engine is not installed in this Python environment",
+                    "hint": _install_hint(chosen_engine),
+                }
             _emit(document, plan, fmt, no_color)
             raise typer.Exit(document["exit_code"])
         if CHILD_COMMAND_ENV not in os.environ and not engine_available(chosen_engine):
-            extra = "vllm" if chosen_engine == "vllm" else "torch"
             raise UsageError(
                 f"the {chosen_engine} engine is not installed in this Python environment",
-                f"pip install 'dflash-tools[{extra}]' (or use --dry-run to see the plan)",
+                _install_hint(chosen_engine) + " (or use --dry-run to see the plan)",
             )
         work_dir = _work_dir(output_dir)
         results = _execute(plan, work_dir, timeout, fmt, no_color)
@@ -255,6 +283,21 @@ def smoke_test_command(
         document["engine_requested"] = engine
         _emit(document, plan, fmt, no_color)
         raise typer.Exit(document["exit_code"])
+
+
+def _install_hint(engine: str) -> str:
+    return TORCH_INSTALL_HINT if engine == "torch" else "pip install 'dflash-tools[vllm]' on a GPU host"
+
+
+@contextmanager
+def hub_timeout_hints() -> Iterator[None]:
+    """The Hub reader's hints name inspect/convert's `--timeout`; here that option is `--hub-timeout`
+    (smoke-test's `--timeout` bounds each engine run)."""
+    try:
+        yield
+    except DflashToolsError as exc:
+        exc.hint = exc.hint.replace("larger --timeout", "larger --hub-timeout")
+        raise
 
 
 def _draft_entries(drafts: list[str] | None, loaded: presets.Preset | None, revision: str | None) -> list[DraftEntry]:
@@ -420,132 +463,163 @@ def _fmt(value: Any, spec: str = "") -> str:
     return format(value, spec)
 
 
+def _verdict_lines(document: dict[str, Any]) -> list[Text]:
+    lines = []
+    missing = document.get("engine_missing")
+    for draft in document["drafts"]:
+        verdict = draft["verdict"]
+        status = verdict["status"]
+        style = STATUS_STYLE.get(status, "bold")
+        if missing and status == "planned":
+            status, style = "planned (engine missing here)", "bold yellow"
+        line = Text.assemble((status.upper(), style), " ", printable(draft["label"]))
+        if verdict["reasons"]:
+            line.append(": " + "; ".join(printable(r) for r in verdict["reasons"]))
+        lines.append(line)
+    return lines
+
+
 def render(document: dict[str, Any], *, no_color: bool = False) -> None:
+    """Verdicts first and last; plan and results as tables when they fit, else one block per run."""
     console = stdout_console(no_color)
+    width = console.width
     target = document.get("target") or {}
     vllm = document.get("vllm") or {}
     prompts = document["prompts"]
     engine = document["engine"]
     if engine == "vllm" and vllm:
         engine += f" {vllm.get('version') or '(not installed)'} · {vllm.get('support')}"
-    console.print(
-        f"[bold]smoke-test[/bold] ({document['mode']})  target [bold]{safe_text(target.get('source') or '-')}[/bold]  "
-        f"engine {safe_text(engine)}  prompts {prompts['count']} × {prompts['max_tokens']} tokens "
-        f"[dim]({safe_text(prompts['source'])})[/dim]",
-        soft_wrap=True,
-    )
+    verdicts = _verdict_lines(document)
+    for verdict_line in verdicts:
+        _print_wrapped(console, verdict_line, width)
+    for line in pack(
+        [
+            f"smoke-test ({document['mode']})",
+            f"target {printable(target.get('source') or '-')}",
+            f"engine {printable(engine)}",
+            f"prompts {prompts['count']} × {prompts['max_tokens']} tokens ({printable(prompts['source'])})",
+        ],
+        width,
+        indent="  ",
+    ):
+        print_line(console, line)
+    missing = document.get("engine_missing")
+    if missing:
+        for missing_line in wrap_words(f"engine missing: {missing['message']}; {missing['hint']}", width, "  "):
+            print_line(console, missing_line, style="bold red")
+    fixes: list[Fix] = []
     for draft in document["drafts"]:
         findings = draft["preflight"]["findings"]
         if findings:
-            table = Table(
-                title=f"preflight: {safe_text(draft['label'])}",
-                title_justify="left",
-                show_header=True,
-                header_style="bold",
-            )
-            table.add_column("code", no_wrap=True)
-            table.add_column("severity", no_wrap=True)
-            table.add_column("finding", overflow="fold")
-            for finding in findings:
-                style = SEVERITY_STYLE[finding["severity"]]
-                text = safe_text(finding["message"])
-                if finding["hint"]:
-                    text += f"\n[dim]→ {safe_text(finding['hint'])}[/dim]"
-                table.add_row(finding["code"], f"[{style}]{finding['severity']}[/{style}]", text)
-            console.print(table)
-    console.print(_plan_table(document))
+            print_line(console, f"preflight: {printable(draft['label'])}", style="bold")
+            print_findings(console, findings, fixes)
+    print_fixes(console, fixes)
+    _plan_table(console, document)
     if document["mode"] != "dry-run":
-        console.print(_results_table(document))
+        _results_table(console, document)
         _render_chart(console, document)
-    for draft in document["drafts"]:
+    for draft, verdict_line in zip(document["drafts"], verdicts, strict=True):
+        _print_wrapped(console, verdict_line, width)
         verdict = draft["verdict"]
-        style = STATUS_STYLE.get(verdict["status"], "bold")
-        line = f"[{style}]{verdict['status'].upper()}[/{style}] {safe_text(draft['label'])}"
-        if verdict["reasons"]:
-            line += ": " + "; ".join(safe_text(r) for r in verdict["reasons"])
-        console.print(line, soft_wrap=True)
         for warning in verdict["warnings"]:
-            console.print(f"  [yellow]note:[/yellow] {safe_text(warning)}", soft_wrap=True)
+            for text in wrap_words(f"note: {printable(warning)}", width, "    ", first_indent="  "):
+                print_line(console, text)
         if draft.get("layout_comparison") and draft["layout_comparison"]["outcome"] == "declared":
-            console.print(f"  layouts: {safe_text(draft['layout_comparison']['message'])}", soft_wrap=True)
+            for text in wrap_words(
+                f"layouts: {printable(draft['layout_comparison']['message'])}", width, "    ", first_indent="  "
+            ):
+                print_line(console, text)
     if document.get("work_dir"):
-        console.print(f"[dim]logs and results: {safe_text(document['work_dir'])}[/dim]", soft_wrap=True)
+        print_line(console, f"logs and results: {printable(document['work_dir'])}", style="dim")
 
 
-def _plan_table(document: dict[str, Any]) -> Table:
-    table = Table(title="launch plan", title_justify="left", show_header=True, header_style="bold")
-    for column in ("draft", "dialect", "layout", "K", "Q", "runner", "serving", "environment"):
-        table.add_column(column, overflow="fold")
+def _print_wrapped(console: Any, line: Text, width: int) -> None:
+    """A styled verdict line, wrapped at words only (the status word keeps its style)."""
+    plain = line.plain
+    wrapped = wrap_words(plain, width, "  ")
+    if len(wrapped) == 1:
+        print_line(console, line)
+        return
+    first = line[: len(wrapped[0])]
+    print_line(console, first)
+    for rest in wrapped[1:]:
+        print_line(console, rest)
+
+
+def _plan_table(console: Any, document: dict[str, Any]) -> None:
+    rows: list[list[str | Text]] = []
     for draft in document["drafts"]:
         if not draft["runs"]:
-            table.add_row(
-                safe_text(draft["label"]),
-                safe_text(draft.get("dialect") or "?"),
-                "",
-                "",
-                "",
-                "",
-                "",
-                safe_text((draft.get("refusal") or {}).get("message", "")),
+            refusal = printable((draft.get("refusal") or {}).get("message", ""))
+            rows.append(
+                [printable(draft["label"]), printable(draft.get("dialect") or "?"), "", "", "", "", "refused", refusal]
             )
         for run in draft["runs"]:
             env = " ".join(f"{k}={v}" for k, v in sorted(run["env"].items()))
-            table.add_row(
-                safe_text(run["label"]),
-                safe_text(draft.get("dialect") or "?"),
-                safe_text(run["layout"] or "?"),
-                str(run["num_speculative_tokens"]),
-                _fmt(run["num_query_tokens"]),
-                run["runner"],
-                run["serving"] + (f" (skipped: {safe_text(run['skip_reason'])})" if run["skip_reason"] else ""),
-                safe_text(env) or "-",
+            rows.append(
+                [
+                    printable(run["label"]),
+                    printable(draft.get("dialect") or "?"),
+                    printable(run["layout"] or "?"),
+                    str(run["num_speculative_tokens"]),
+                    _fmt(run["num_query_tokens"]),
+                    run["runner"],
+                    run["serving"] + (f" (skipped: {printable(run['skip_reason'])})" if run["skip_reason"] else ""),
+                    printable(env) or "-",
+                ]
             )
-    return table
+    columns = ("draft", "dialect", "layout", "K", "Q", "runner", "serving", "environment")
+    table_or_blocks(console, columns, rows, title="launch plan")
 
 
-def _results_table(document: dict[str, Any]) -> Table:
-    runs = [(draft, run) for draft in document["drafts"] for run in draft["runs"]]
-    table = Table(title="results", title_justify="left", show_header=True, header_style="bold")
-    table.add_column("")
-    for _draft, run in runs:
-        table.add_column(safe_text(run["label"]), overflow="fold")
+def _results_table(console: Any, document: dict[str, Any]) -> None:
+    """One row per run (a block per run when narrow): the measured figures and the log path."""
     baseline = document.get("baseline") or {}
+    rows: list[list[str | Text]] = []
+    for draft in document["drafts"]:
+        for run in draft["runs"]:
+            result = run.get("result") or {}
+            ok = bool(result.get("ok"))
 
-    def row(name: str, values: list[str]) -> None:
-        table.add_row(name, *values)
+            def value(key: str, spec: str = "", result: dict[str, Any] = result, ok: bool = ok) -> str:
+                return _fmt(result.get(key), spec) if ok else "-"
 
-    def value(run: dict[str, Any], key: str, spec: str = "") -> str:
-        result = run.get("result") or {}
-        return _fmt(result.get(key), spec) if result.get("ok") else "-"
-
-    row(
-        "verdict", [f"[{STATUS_STYLE.get(r['verdict']['status'], 'bold')}]{r['verdict']['status']}[/]" for _, r in runs]
-    )
-    row("mean acceptance length", [value(r, "mean_acceptance_length", ".2f") for _, r in runs])
-    row("floor", [_fmt(d["floor"]["mean_acceptance_length"], ".2f") for d, _ in runs])
-    row(
+            identity = run.get("token_identity")
+            rows.append(
+                [
+                    printable(run["label"]),
+                    Text(run["verdict"]["status"], style=STATUS_STYLE.get(run["verdict"]["status"], "bold")),
+                    value("mean_acceptance_length", ".2f"),
+                    _fmt(draft["floor"]["mean_acceptance_length"], ".2f"),
+                    _fmt((result.get("acceptance_rate_per_position") or [None])[0], ".2f"),
+                    value("num_drafts", ","),
+                    f"{value('num_draft_tokens', ',')}/{value('num_accepted_tokens', ',')}",
+                    value("tokens_per_second", ".1f"),
+                    _fmt(baseline.get("tokens_per_second"), ".1f"),
+                    _fmt(run.get("speedup"), ".2f") + ("×" if run.get("speedup") else ""),
+                    f"{identity['identical_prompts']}/{identity['prompts']}" if identity else "-",
+                ]
+            )
+    columns = (
+        "run",
+        "verdict",
+        "mean acceptance length",
+        "floor",
         "position-0 acceptance",
-        [_fmt(((r.get("result") or {}).get("acceptance_rate_per_position") or [None])[0], ".2f") for _, r in runs],
-    )
-    row("draft steps", [value(r, "num_drafts", ",") for _, r in runs])
-    row(
-        "draft / accepted tokens",
-        [f"{value(r, 'num_draft_tokens', ',')} / {value(r, 'num_accepted_tokens', ',')}" for _, r in runs],
-    )
-    row("tokens/s (speculation)", [value(r, "tokens_per_second", ".1f") for _, r in runs])
-    row("tokens/s (target alone)", [_fmt(baseline.get("tokens_per_second"), ".1f") for _ in runs])
-    row("speedup", [_fmt(r.get("speedup"), ".2f") + ("×" if r.get("speedup") else "") for _, r in runs])
-    row(
+        "draft steps",
+        "draft/accepted tokens",
+        "tokens/s (speculation)",
+        "tokens/s (target alone)",
+        "speedup",
         "token-identical",
-        [
-            f"{r['token_identity']['identical_prompts']}/{r['token_identity']['prompts']}"
-            if r.get("token_identity")
-            else "-"
-            for _, r in runs
-        ],
     )
-    row("log", [safe_text((r.get("result") or {}).get("log_path") or "-") for _, r in runs])
-    return table
+    table_or_blocks(console, columns, rows, title="results")
+    for draft in document["drafts"]:
+        for run in draft["runs"]:
+            log = (run.get("result") or {}).get("log_path")
+            if log:
+                print_line(console, f"log {printable(run['label'])}:", style="dim")
+                print_line(console, printable(log))
 
 
 BAR_WIDTH = 30
@@ -565,6 +639,6 @@ def _render_chart(console: Any, document: dict[str, Any]) -> None:
             rates = result.get("acceptance_rate_per_position") or []
             if not result.get("ok") or not rates:
                 continue
-            console.print(f"[bold]acceptance per draft position[/bold]: {safe_text(run['label'])}")
+            print_line(console, f"acceptance per draft position: {printable(run['label'])}", style="bold")
             for position, rate in enumerate(rates):
                 console.print(f"  {position:>2} [green]{_bar(rate)}[/green] {rate:.2f}")

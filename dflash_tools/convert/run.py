@@ -78,7 +78,9 @@ def convert_checkpoint(
             else:
                 locks.enter_context(folder_lock(source_dir, exclusive=False))
         recovered = finish_interrupted_swap(Path(source)) if in_place and not dry_run else []
-        loaded = follow_cache_links(load_checkpoint(source, revision=revision, token=token, timeout=timeout))
+        loaded = follow_cache_links(
+            load_checkpoint(source, revision=revision, token=token, timeout=timeout, folder_only=not dry_run)
+        )
         if not dry_run:
             # A plan (--dry-run, --check) works on a lone config.json too; writing needs the folder.
             require_folder(loaded)

@@ -1,6 +1,6 @@
 """Findings: the stable, documented result of every check.
 
-Codes are public contract (SPEC §6): JSON output, README and tests refer to them. A code never
+Codes are public contract (docs/findings.md): JSON output, docs and tests refer to them. A code never
 changes meaning; new codes may be added.
 """
 

@@ -19,12 +19,11 @@ def run_request(request: dict[str, Any]) -> dict[str, Any]:
     try:
         from dflash_tools.engine.runner import run_request as run
     except ImportError as exc:
+        from dflash_tools.errors import TORCH_INSTALL_HINT
         from dflash_tools.smoke.contract import failed_result
 
         missing = getattr(exc, "name", None) or str(exc)
         return dict(
-            failed_result(
-                "torch", f"the torch engine needs {missing}, which is not installed: pip install 'dflash-tools[torch]'"
-            )
+            failed_result("torch", f"the torch engine needs {missing}, which is not installed: {TORCH_INSTALL_HINT}")
         )
     return run(request)

@@ -16,7 +16,7 @@ from dflash_tools.draft.geometry import layout_name
 from dflash_tools.engine import loop, ops, weights
 from dflash_tools.engine.draft import DraftModel
 from dflash_tools.engine.target import TargetModel, load_target, resolve_target_folder
-from dflash_tools.errors import DflashToolsError, OperationError, UsageError
+from dflash_tools.errors import TORCH_INSTALL_HINT, DflashToolsError, OperationError, UsageError
 from dflash_tools.smoke.contract import (
     SCHEMA_VERSION,
     ContractError,
@@ -87,7 +87,7 @@ def _tokenize(request: SmokeRequest, target_source: str, trust_remote_code: bool
     if tokenizer is None:
         raise UsageError(
             f"target {target_source}: text prompts need its tokenizer (transformers and tokenizer files)",
-            "pass prompt_token_ids, or install dflash-tools[torch] and use a target with a tokenizer",
+            "pass prompt_token_ids, or use a target with a tokenizer and install transformers: " + TORCH_INSTALL_HINT,
         )
     out = []
     for prompt in request["prompts"]:

@@ -27,7 +27,7 @@ import torch
 
 from dflash_tools.engine import ops
 from dflash_tools.engine.draft import Fetch, need_tensor
-from dflash_tools.errors import OperationError, SourceError
+from dflash_tools.errors import TORCH_INSTALL_HINT, OperationError, SourceError
 from dflash_tools.reading.local import examples_dir
 from dflash_tools.reading.source import EXAMPLE_PREFIX, looks_like_repo_id
 
@@ -142,7 +142,7 @@ class BuiltinTarget(TargetModel):
             raise OperationError(
                 f"target {folder}: architecture {archs} is not one the built-in target implements "
                 f"({', '.join(BUILTIN_ARCHITECTURES)})",
-                "install transformers (pip install 'dflash-tools[torch]') to run any Hugging Face causal LM",
+                f"install transformers ({TORCH_INSTALL_HINT}) to run any Hugging Face causal LM",
             )
         if config.get("use_sliding_window") and "sliding_attention" in (config.get("layer_types") or []):
             raise OperationError(
@@ -273,9 +273,7 @@ class TransformersTarget(TargetModel):
         try:
             from transformers import AutoModelForCausalLM
         except ImportError:
-            raise OperationError(
-                "the target needs transformers, which is not installed", "pip install 'dflash-tools[torch]'"
-            ) from None
+            raise OperationError("the target needs transformers, which is not installed", TORCH_INSTALL_HINT) from None
         self.name = source
         print(f"loading target {source} with transformers ...", file=sys.stderr)
         try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from dflash_tools import dialects
@@ -186,8 +187,16 @@ def inspect_loaded(
     if desc is not None:
         report.profile = match_profile(loaded.source, report.to_dict())
         findings.extend(profile_findings(report.profile))
-    report.findings = sort_findings(_dedupe([_with_paths(f, loaded.source) for f in findings]))
+    report.findings = sort_findings(_dedupe([_with_paths(f, _convert_source(loaded)) for f in findings]))
     return report
+
+
+def _convert_source(loaded: LoadedCheckpoint) -> str:
+    """What to hand `convert`: it works on folders, so a local file's source is its folder."""
+    if loaded.kind == "local" and not Path(loaded.location).is_dir():
+        parent = Path(loaded.source).parent
+        return str(parent) if str(parent) != "." else "."
+    return loaded.source
 
 
 def _with_paths(finding: Finding, source: str) -> Finding:
@@ -195,7 +204,10 @@ def _with_paths(finding: Finding, source: str) -> Finding:
     if "SRC" not in finding.hint:
         return finding
     name = source.removeprefix("hf://").rstrip("/")
+    name = name or "."
     out = "./" + (name.rsplit("/", 1)[-1] or "draft").removeprefix("example:") + "-normalized"
+    if name == ".":  # the current folder: the result goes beside it, not inside it
+        out = "../" + (Path.cwd().name or "draft") + "-normalized"
     hint = finding.hint.replace("SRC", shlex.quote(name)).replace("OUT", shlex.quote(out))
     return replace(finding, hint=hint)
 

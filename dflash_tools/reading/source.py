@@ -6,11 +6,12 @@ The one entry point of the reading layer: it decides where SOURCE points and han
 
 from __future__ import annotations
 
+import difflib
 import re
 from pathlib import Path
 
 from dflash_tools.errors import SourceError
-from dflash_tools.reading.checkpoint import CONFIG_NAME, LoadedCheckpoint, path_exists
+from dflash_tools.reading.checkpoint import CONFIG_NAME, LoadedCheckpoint, is_offline, path_exists
 from dflash_tools.reading.local import examples_dir, list_examples, load_local
 
 EXAMPLE_PREFIX = "example:"
@@ -37,8 +38,11 @@ def load_checkpoint(
     revision: str | None = None,
     token: str | None = None,
     timeout: float | None = None,
+    folder_only: bool = False,
 ) -> LoadedCheckpoint:
     """Read a checkpoint's config and tensor headers from wherever `source` points.
+
+    `folder_only` only words the error for a caller that needs a folder (convert, writing).
 
     Raises SourceError when the source cannot be found or reached; a source that exists but is
     broken comes back with findings instead.
@@ -47,9 +51,11 @@ def load_checkpoint(
         name = source[len(EXAMPLE_PREFIX) :]
         path = examples_dir() / name
         if not name or ".." in Path(name).parts or Path(name).is_absolute() or not (path / CONFIG_NAME).is_file():
+            close = difflib.get_close_matches(name, list_examples(), n=2, cutoff=0.6)
             raise SourceError(
                 f"no bundled example named {name!r}",
-                "bundled examples: " + ", ".join(EXAMPLE_PREFIX + e for e in list_examples()),
+                (f"did you mean {' or '.join(EXAMPLE_PREFIX + c for c in close)}? " if close else "")
+                + "`dflash-tools examples` lists them all",
             )
         loaded = load_local(path, source=source)
         loaded.kind = "example"
@@ -64,9 +70,59 @@ def load_checkpoint(
     if looks_like_repo_id(source):
         from dflash_tools.reading.hub import load_hub_checkpoint
 
-        return load_hub_checkpoint(source.removeprefix("hf://"), revision=revision, token=token, timeout=timeout)
+        try:
+            return load_hub_checkpoint(source.removeprefix("hf://"), revision=revision, token=token, timeout=timeout)
+        except SourceError as exc:
+            raise _neither_local_nor_hub(source, revision, exc) from exc
+    what = (
+        "a checkpoint folder (a config.json only with --dry-run or --check)"
+        if folder_only
+        else "a checkpoint folder, a .safetensors or config.json file"
+    )
     raise SourceError(
         f"{source}: no such file or folder, and not a Hugging Face repo id (owner/name)",
-        "pass a checkpoint folder, a .safetensors or config.json file, a repo id like z-lab/Qwen3.8-27B-DFlash2, "
-        "or example:zlab-dflash2",
+        f"pass {what}, a repo id like z-lab/Qwen3.8-27B-DFlash2, or example:zlab-dflash2 "
+        "(`dflash-tools examples` lists them)",
     )
+
+
+# Hub failures that leave open whether `owner/name` was meant as a local path: the repo does not
+# exist, or the Hub cannot be asked. Gated repos, bad revisions and HTTP 4xx/5xx answers are about
+# a repo that is there, and keep the Hub's own message.
+_AMBIGUOUS_HUB_FAILURES = (
+    "RepositoryNotFoundError",
+    "LocalEntryNotFoundError",
+    "OfflineModeIsEnabled",
+    "ConnectError",
+    "ConnectTimeout",
+    "ReadTimeout",
+    "TimeoutException",
+    "TransportError",
+    "ConnectionError",
+    "TimeoutError",
+)
+
+
+def _neither_local_nor_hub(source: str, revision: str | None, exc: SourceError) -> SourceError:
+    """`checkpoints/my-draft` is shaped like a repo id: when it is neither a local folder nor a
+    readable Hub repo, say both, and point at the local folder when its parent exists."""
+    cause = exc.__cause__
+    names = {cls.__name__ for cls in type(cause).__mro__} if cause is not None else set()
+    not_cached = is_offline() and "not in the local Hugging Face cache" in exc.message
+    if revision is not None or source.startswith("hf://") or not (names & set(_AMBIGUOUS_HUB_FAILURES) or not_cached):
+        return exc
+    reason = exc.message.split(": ", 1)[-1]
+    message = f"{source}: no local folder {source}, and no Hub repo of that name ({reason})"
+    parent = Path(source).expanduser().parent
+    if parent != Path() and parent.is_dir():
+        try:
+            entries = sorted(p.name for p in parent.iterdir() if p.is_dir())
+        except OSError:
+            entries = []
+        close = difflib.get_close_matches(Path(source).name, entries, n=3, cutoff=0.5)
+        if close:
+            hint = "did you mean " + " or ".join(str(parent / name) for name in close) + "?"
+        else:
+            hint = f"{parent} exists locally but holds no {Path(source).name}: check the folder name"
+        return SourceError(message, hint)
+    return SourceError(message, f"check the local path; if it is a Hub repo id: {exc.hint}" if exc.hint else "")

@@ -15,6 +15,7 @@ import traceback
 from pathlib import Path
 from typing import Any, cast
 
+from dflash_tools.errors import TORCH_INSTALL_HINT
 from dflash_tools.smoke import contract
 from dflash_tools.smoke.contract import progress
 
@@ -36,7 +37,7 @@ def run(request: contract.SmokeRequest, work_dir: Path) -> contract.SmokeResult:
     except ImportError as exc:
         return contract.failed_result(
             engine,
-            f"the torch reference engine is not available ({exc}); install 'dflash-tools[torch]'",
+            f"the torch reference engine is not available ({exc}); {TORCH_INSTALL_HINT}",
         )
     # The reference engine speaks the same contract; validation happens in main().
     return cast(contract.SmokeResult, run_torch(dict(request)))

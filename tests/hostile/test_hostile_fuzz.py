@@ -1,7 +1,7 @@
 """The fuzz campaign's quick mode (3,000 inputs through every parser) ends with 0 tracebacks.
 
 The full campaign (`python fuzz/campaign.py`, 100,000 inputs) is run by hand; its figures are in
-the README's Reliability section.
+docs/reliability.md.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Ten chosen kills (inside the final rename of the staging folder, during a repack, between the
 in-place swaps, ...) and two conversions racing to one OUT. The full drill (`python
-bench/kill_drill.py`, 240 kills at random points) is run by hand; its figures are in the README.
+bench/kill_drill.py`, 240 kills at random points) is run by hand; its figures are in docs/reliability.md.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 `bench/net_faults.py --check` runs each scenario (404, gated, 429, timeouts, truncated and
 short range responses, the Hub unreachable, offline with a partial cache) and fails when the exit
 code, the one-line message or the next step is not what it must be. The quick set runs here;
-the full table is in the README. Below: a broken proxy's Content-Range header, in process.
+the full table is in docs/reliability.md. Below: a broken proxy's Content-Range header, in process.
 """
 
 from __future__ import annotations

@@ -1,0 +1,228 @@
+"""Width-aware human layout: nothing a user copies (identifier, number, path, command) is ever split.
+
+Rich wraps table cells by folding words at the column edge, which cut source names, numbers and
+finding codes into pieces at 80 columns. Here text is laid out by us, on the plain (unstyled)
+string, breaking only at spaces and between ` · `-separated segments, and printed with
+`soft_wrap=True` so rich neither wraps, crops nor pads it. A table is used only when every cell
+fits on one line at the console's width; otherwise the same rows are printed as one block per
+row. A single word wider than the console stays whole on its own line.
+"""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from rich import box
+from rich.console import Console
+from rich.measure import Measurement
+from rich.segment import Segment, Segments
+from rich.table import Table
+from rich.text import Text
+
+from dflash_tools.cli._output import SEVERITY_STYLE, printable
+
+SEPARATOR = " · "
+# Spaces inside `backtick` spans are made unbreakable while wrapping, so a quoted command or key
+# never splits across lines; textwrap only breaks at ASCII whitespace.
+_NBSP = "\xa0"
+_QUOTED = re.compile(r"`[^`]*`")
+# `K_max = 7`, `a → b`: a value stays on the line of the name it belongs to.
+_BOUND = re.compile(r"(?<=\S) (=|→|×) (?=\S)")
+# A hint's command: a backtick span that starts with our program name and has arguments.
+_COMMAND = re.compile(r"`(dflash-tools\s+(?:inspect|convert|smoke-test|examples)\s+[^`]+)`")
+_PLACEHOLDER = re.compile(r"(?<![\w./-])(?:N|SRC|OUT|REPO|PATH)(?![\w./-])")
+
+
+def console_width(console: Console) -> int:
+    return max(20, console.width)
+
+
+def wrap_words(text: str, width: int, indent: str = "", first_indent: str | None = None) -> list[str]:
+    """Lines of at most `width` columns, broken at spaces only (a longer word stays whole)."""
+    protected = _QUOTED.sub(lambda m: m.group().replace(" ", _NBSP), text)
+    protected = _BOUND.sub(lambda m: f"{_NBSP}{m.group(1)}{_NBSP}", protected)
+    lines = textwrap.wrap(
+        protected,
+        width=max(width, 10),
+        initial_indent=indent if first_indent is None else first_indent,
+        subsequent_indent=indent,
+        break_long_words=False,
+        break_on_hyphens=False,
+    )
+    return [line.replace(_NBSP, " ") for line in lines] or [indent if first_indent is None else first_indent]
+
+
+def pack(segments: Sequence[str], width: int, first: str = "", indent: str = "") -> list[str]:
+    """Join segments with ` · ` into lines of at most `width`; a segment is never split unless it
+    alone is wider than a line, and then only at its spaces."""
+    lines: list[str] = []
+    current = first
+    fresh = True  # nothing after the prefix on this line yet
+    for segment in (s for s in segments if s):
+        candidate = current + ("" if fresh else SEPARATOR) + segment
+        if len(candidate) <= width or fresh and len(current) + len(segment) <= width:
+            current, fresh = candidate, False
+            continue
+        if not fresh:
+            lines.append(current)
+            current, fresh = indent, True
+        if len(current) + len(segment) <= width:
+            current, fresh = current + segment, False
+        else:
+            wrapped = wrap_words(segment, width, indent=indent, first_indent=current)
+            lines.extend(wrapped[:-1])
+            current, fresh = wrapped[-1], False
+    lines.append(current)
+    return lines
+
+
+def print_line(console: Console, text: str | Text, style: str | None = None) -> None:
+    """One logical line as is: no wrapping, cropping or padding by rich."""
+    console.print(text if isinstance(text, Text) else Text(text, style=style or ""), soft_wrap=True)
+
+
+def key_values(console: Console, rows: Iterable[tuple[str, Sequence[str]]]) -> None:
+    """`label  value · value` rows; continuation lines stay under the value column."""
+    rows = [(label, segments) for label, segments in rows]
+    if not rows:
+        return
+    label_width = max(len(label) for label, _ in rows) + 2
+    width = console_width(console)
+    for label, segments in rows:
+        lines = pack(segments, width, first=label.ljust(label_width), indent=" " * label_width)
+        for index, line in enumerate(lines):
+            text = Text(line)
+            if index == 0:
+                text.stylize("bold", 0, len(label))
+            print_line(console, text)
+
+
+# --- findings and the commands that fix them -----------------------------------------------
+
+
+@dataclass(frozen=True)
+class Fix:
+    number: int
+    code: str
+    command: str
+
+    @property
+    def complete(self) -> bool:
+        """False for a template with a value the user must choose (`--block-size N`)."""
+        return _PLACEHOLDER.search(self.command) is None
+
+
+def hint_commands(hint: str) -> list[str]:
+    """The runnable `dflash-tools …` commands quoted in a hint."""
+    return [" ".join(match.group(1).split()) for match in _COMMAND.finditer(hint)]
+
+
+def print_findings(console: Console, findings: Sequence[dict[str, object]], fixes: list[Fix]) -> None:
+    """Findings as `CODE severity  message` blocks; each command in a hint becomes a numbered fix,
+    printed whole on its own line by `print_fixes`."""
+    width = console_width(console)
+    head_width = 16  # a six-character code, a space, the longest severity ("warning"), two spaces
+    indent = " " * head_width
+    for finding in findings:
+        code = printable(finding["code"])
+        severity = str(finding["severity"])
+        head = f"{code} {severity}".ljust(head_width)
+        for index, line in enumerate(wrap_words(printable(finding["message"]), width, indent, first_indent=head)):
+            text = Text(line)
+            if index == 0:
+                text.stylize(SEVERITY_STYLE.get(severity, ""), 0, len(code) + 1 + len(severity))
+            print_line(console, text)
+        hint = printable(finding.get("hint") or "")
+        if not hint:
+            continue
+
+        def number(match: re.Match[str], code: str = code) -> str:
+            command = " ".join(match.group(1).split())
+            for fix in fixes:
+                if fix.command == command:
+                    return f"fix {fix.number} below"
+            fixes.append(Fix(len(fixes) + 1, code, command))
+            return f"fix {len(fixes)} below"
+
+        hint = _COMMAND.sub(number, hint)
+        for line in wrap_words("→ " + hint, width, indent + "  ", first_indent=indent):
+            print_line(console, line, style="dim")
+
+
+def print_fixes(console: Console, fixes: Sequence[Fix]) -> None:
+    """Each fix as a plain shell line, whole, preceded by a `#` comment saying what it is for."""
+    if not fixes:
+        return
+    print_line(console, "fix (copy a command line and run it):", style="bold")
+    for fix in fixes:
+        note = "" if fix.complete else "; replace the capitalized placeholder first"
+        print_line(console, f"# fix {fix.number} ({fix.code}){note}", style="dim")
+        print_line(console, fix.command)
+
+
+# --- tables that become blocks when they do not fit ----------------------------------------
+
+
+def print_unpadded(console: Console, renderable: Table) -> None:
+    """Rich pads every cell to its column's width; drop the blanks at the end of each line so
+    piped output carries no trailing spaces."""
+    for line in console.render_lines(renderable, pad=False):
+        while line and line[-1].text.strip() == "" and not line[-1].control:
+            line.pop()
+        if line:
+            last = line[-1]
+            line[-1] = Segment(last.text.rstrip(" "), last.style, last.control)
+        line.append(Segment.line())
+        console.print(Segments(line), soft_wrap=True, end="")
+
+
+def table_or_blocks(
+    console: Console,
+    columns: Sequence[str],
+    rows: Sequence[Sequence[str | Text]],
+    *,
+    title: str | None = None,
+    heading_status: Sequence[Text | None] | None = None,
+) -> None:
+    """A bordered table when every cell fits on one line at this width; else one block per row:
+    the first cell as a heading (with its status, if given), then `column value` segments."""
+    table = Table(
+        title=title,
+        title_justify="left",
+        show_header=True,
+        header_style="bold",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        pad_edge=False,
+        collapse_padding=True,
+    )
+    for column in columns:
+        table.add_column(column, no_wrap=True)
+    for row in rows:
+        # Text, never str: a str cell would be parsed as rich markup (`[flipped: ...]` vanishes).
+        table.add_row(*(cell if isinstance(cell, Text) else Text(cell) for cell in row))
+    width = console_width(console)
+    if Measurement.get(console, console.options.update(width=10_000), table).maximum <= width:
+        print_unpadded(console, table)
+        return
+    if title:
+        print_line(console, title, style="bold")
+    for index, row in enumerate(rows):
+        head = row[0].copy() if isinstance(row[0], Text) else Text(row[0], style="bold")
+        status = heading_status[index] if heading_status else None
+        if status is not None:
+            head.append("  ")
+            head.append_text(status)
+        print_line(console, head)
+        segments = []
+        for column, cell in zip(columns[1:], row[1:], strict=True):
+            if heading_status and cell is heading_status[index]:
+                continue  # already on the heading line
+            plain = cell.plain if isinstance(cell, Text) else cell
+            if plain.strip() and plain != "-":
+                segments.append(f"{column} {plain}" if column else plain)
+        for line in pack(segments, width, first="  ", indent="  "):
+            print_line(console, line)

@@ -1,0 +1,299 @@
+"""Human output under a real pseudo-terminal at 80 and 120 columns: nothing a user reads or copies
+is split.
+
+Each command runs in a child process whose stdout is a pty sized with TIOCSWINSZ (no COLUMNS in
+the environment), as in a terminal; colour stays on and is stripped here. The tokens that must
+appear whole on one line come from the same command's JSON document, not from constants: every
+source name, every number the summary shows, every finding code and every fix command.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import pty
+import re
+import select
+import shutil
+import struct
+import subprocess
+import sys
+import termios
+from pathlib import Path
+
+import pytest
+
+from dflash_tools.cli._layout import hint_commands
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
+WIDTHS = (80, 120)
+SEVERAL = [
+    "example:zlab-dflash2",
+    "example:zlab-dflash2-anchor-first",
+    "example:speculators-dflash-legacy",
+    "example:dspark-native",
+]
+
+
+def child_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "NO_COLOR", "DFLASH_TOOLS_FORMAT")}
+    env.update(TERM="xterm-256color", HF_HUB_OFFLINE="1", PYTHONIOENCODING="utf-8")
+    return env
+
+
+def run_in_pty(args: list[str], columns: int, cwd: Path) -> tuple[int, list[str]]:
+    """Run `dflash-tools ARGS` with stdout on a pty of `columns` columns; the lines it printed."""
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
+    process = subprocess.Popen(
+        [sys.executable, "-m", "dflash_tools", *args],
+        stdin=subprocess.DEVNULL,
+        stdout=slave,
+        stderr=subprocess.DEVNULL,
+        cwd=cwd,
+        env=child_env(),
+    )
+    os.close(slave)
+    chunks = []
+    while True:
+        ready, _, _ = select.select([master], [], [], 120)
+        if not ready:
+            process.kill()
+            raise AssertionError(f"no output for 120 s from {args}")
+        try:
+            data = os.read(master, 65536)
+        except OSError:  # EIO: the child closed its end
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.close(master)
+    code = process.wait(timeout=120)
+    text = ANSI.sub("", b"".join(chunks).decode("utf-8"))
+    return code, text.replace("\r\n", "\n").split("\n")
+
+
+def json_of(args: list[str], cwd: Path) -> object:
+    result = subprocess.run(
+        [sys.executable, "-m", "dflash_tools", *args, "--json"],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=child_env(),
+        timeout=120,
+    )
+    return json.loads(result.stdout)
+
+
+def assert_whole(lines: list[str], tokens: set[str], columns: int) -> None:
+    missing = sorted(token for token in tokens if not any(token in line for line in lines))
+    assert not missing, f"split or missing at {columns} columns: {missing}\n" + "\n".join(lines)
+
+
+def assert_fits(lines: list[str], columns: int, allowed: set[str]) -> None:
+    """Only a single unbreakable item (a fix command, a path, one long word) may be wider."""
+    for line in lines:
+        if len(line) <= columns:
+            continue
+        stripped = line.strip()
+        assert stripped in allowed or " " not in stripped or any(stripped.endswith(a) for a in allowed), (
+            f"{len(line)} > {columns}: {line!r}"
+        )
+
+
+def finding_tokens(report: dict[str, object]) -> tuple[set[str], set[str]]:
+    findings = report["findings"]
+    assert isinstance(findings, list)
+    codes = {str(f["code"]) for f in findings}
+    fixes = {command for f in findings for command in hint_commands(str(f["hint"]))}
+    return codes, fixes
+
+
+@pytest.mark.parametrize("columns", WIDTHS)
+def test_several_sources(columns: int, tmp_path: Path) -> None:
+    code, lines = run_in_pty(["inspect", *SEVERAL], columns, tmp_path)
+    assert code == 1
+    reports = json_of(["inspect", *SEVERAL], tmp_path)
+    assert isinstance(reports, list)
+    tokens = set(SEVERAL)
+    for report in reports:
+        geometry = report["geometry"]
+        tokens |= {f"{report['tensors']['parameters']:,}", report["dialect"], geometry["layout"]}
+        # The summary names the codes that need action; info codes stay in each source's own report.
+        findings = report["findings"]
+        assert isinstance(findings, list)
+        tokens |= {str(f["code"]) for f in findings if f["severity"] != "info"}
+    assert_whole(lines, tokens, columns)
+    assert_fits(lines, columns, set())
+    if columns == 120:  # wide enough for the table: one row per source
+        rows = [line for line in lines if line.startswith("example:")]
+        assert len(rows) == 4 and all("DFT0" in row for row in rows if "legacy" in row)
+
+
+@pytest.mark.parametrize("columns", WIDTHS)
+@pytest.mark.parametrize("source", ["example:speculators-dflash-legacy", "example:dspark-native"])
+def test_one_source_with_fixes(columns: int, source: str, tmp_path: Path) -> None:
+    code, lines = run_in_pty(["inspect", source], columns, tmp_path)
+    report = json_of(["inspect", source], tmp_path)
+    assert isinstance(report, dict)
+    codes, fixes = finding_tokens(report)
+    assert fixes, "this example is chosen because its findings carry a fix command"
+    decoder = report["model"]
+    tokens = {source, *codes, f"vocab {decoder['vocab_size']}", f"hidden {decoder['hidden_size']}"}
+    tokens.add(f"{report['tensors']['parameters']:,} params")
+    assert_whole(lines, tokens, columns)
+    # Each fix command is a line of its own, whole, with nothing around it to copy by mistake.
+    for command in fixes:
+        assert command in lines, f"{command!r} is not a line of its own at {columns} columns"
+    assert_fits(lines, columns, fixes | {report["loaded_location"]} if "loaded_location" in report else fixes)
+    # The verdict is the first line and the last one.
+    verdict = "OK" if report["ok"] else "FAIL"
+    non_empty = [line for line in lines if line.strip()]
+    assert non_empty[0].startswith(verdict + ":") and non_empty[-1].startswith(verdict + ":")
+    assert code == (0 if report["ok"] else 1)
+    # Not a bordered table cell anywhere.
+    assert not any("│" in line for line in lines)
+
+
+@pytest.mark.parametrize("columns", WIDTHS)
+def test_smoke_test_dry_run_plan(columns: int, tmp_path: Path) -> None:
+    args = [
+        "smoke-test",
+        "--dry-run",
+        "--engine",
+        "torch",
+        "-t",
+        "example:engine-demo/target",
+        "-d",
+        "example:engine-demo/zlab-dflash2",
+        "-d",
+        "example:engine-demo/zlab-dflash-anchor-first",
+    ]
+    code, lines = run_in_pty(args, columns, tmp_path)
+    assert code == 0
+    document = json_of(args, tmp_path)
+    assert isinstance(document, dict)
+    tokens = set()
+    for draft in document["drafts"]:
+        for run in draft["runs"]:
+            tokens |= {run["label"], run["layout"]}
+    assert_whole(lines, tokens, columns)
+    assert_fits(lines, columns, set())
+
+
+@pytest.mark.parametrize("columns", WIDTHS)
+def test_smoke_test_results_and_log_paths(columns: int, tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    work = tmp_path / "work"
+    args = [
+        "smoke-test",
+        "--engine",
+        "torch",
+        "--device",
+        "cpu",
+        "-t",
+        "example:engine-demo/target",
+        "-d",
+        "example:engine-demo/zlab-dflash2",
+        "--num-prompts",
+        "1",
+        "--max-tokens",
+        "8",
+        "--output-dir",
+        str(work),
+    ]
+    code, lines = run_in_pty(args, columns, tmp_path)
+    assert code == 0, "\n".join(lines)
+    logs = {str(p) for p in work.glob("*.log")}
+    assert logs
+    tokens = {*logs, "example:engine-demo/zlab-dflash2", "mean acceptance length 8.00"}
+    if columns == 120:
+        tokens.discard("mean acceptance length 8.00")  # a table column there
+        tokens.add("8.00")
+    assert_whole(lines, tokens, columns)
+    assert_fits(lines, columns, logs | {str(work)})
+
+
+@pytest.mark.parametrize("columns", WIDTHS)
+def test_convert_output(columns: int, tmp_path: Path) -> None:
+    code, lines = run_in_pty(
+        ["convert", "example:speculators-dflash-legacy", "-o", "./legacy-fixed"], columns, tmp_path
+    )
+    assert code == 0
+    assert_whole(lines, {"speculators_config.proposal_methods[0].speculative_tokens", "model.safetensors"}, columns)
+    assert_fits(lines, columns, {str(tmp_path / "legacy-fixed")})
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["inspect", "example:speculators-dflash-legacy"],
+        ["inspect", *SEVERAL],
+        ["convert", "example:speculators-dflash-legacy", "-o", "out"],
+        ["smoke-test", "--dry-run", "-t", "example:engine-demo/target", "-d", "example:engine-demo/zlab-dflash2"],
+    ],
+)
+def test_piped_output_is_not_padded(args: list[str], tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "dflash_tools", *args],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=child_env(),
+        timeout=120,
+    )
+    lines = result.stdout.splitlines()
+    assert lines and not [line for line in lines if line.endswith(" ")]
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+def test_tmux_80_columns_shows_fix_commands_whole(tmp_path: Path) -> None:
+    """The same check in tmux, as a user would look at it: join wrapped lines (-J) and find each
+    fix command and source whole."""
+    session = f"dflash-layout-{os.getpid()}"
+    socket = tmp_path / "tmux.sock"
+    command = f"{sys.executable} -m dflash_tools inspect example:speculators-dflash-legacy; sleep 30"
+    env = child_env()
+    subprocess.run(
+        [
+            "tmux",
+            "-S",
+            str(socket),
+            "new-session",
+            "-d",
+            "-s",
+            session,
+            "-x",
+            "80",
+            "-y",
+            "60",
+            "-c",
+            str(tmp_path),
+            command,
+        ],
+        check=True,
+        env=env,
+        timeout=30,
+    )
+    try:
+        screen = ""
+        for _ in range(100):
+            screen = subprocess.run(
+                ["tmux", "-S", str(socket), "capture-pane", "-p", "-J", "-t", session],
+                capture_output=True,
+                text=True,
+                timeout=30,
+            ).stdout
+            if re.search(r"^FAIL:.*\n(?:.*\n)*FAIL:", screen, flags=re.M):
+                break
+            subprocess.run(["sleep", "0.1"], check=True)
+        report = json_of(["inspect", "example:speculators-dflash-legacy"], tmp_path)
+        assert isinstance(report, dict)
+        codes, fixes = finding_tokens(report)
+        lines = screen.splitlines()
+        for command in fixes:
+            assert command in [line.rstrip() for line in lines], screen
+        assert_whole(lines, {*codes, "example:speculators-dflash-legacy", "82,368"}, 80)
+    finally:
+        subprocess.run(["tmux", "-S", str(socket), "kill-server"], timeout=30, check=False)

@@ -1,0 +1,168 @@
+"""Every command a hint suggests succeeds when pasted.
+
+Hints are collected from real runs (inspect on every bundled draft, as `example:NAME`, as a copied
+folder, as its `model.safetensors` and as its lone `config.json`; and the error paths a newcomer
+hits first); each `dflash-tools …` command quoted in them is split as a shell would split it and
+run in the same folder. A template with a value the user must choose (`--block-size N`) is run
+with that value filled in from the report.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from dflash_tools.cli import app
+from dflash_tools.cli._layout import hint_commands
+from dflash_tools.cli.examples_cmd import all_examples
+from dflash_tools.reading.local import examples_dir, list_examples
+
+runner = CliRunner()
+
+
+def run_process(args: list[str], env: dict[str, str], cwd: Path) -> tuple[int, str]:
+    """A fresh interpreter: huggingface_hub reads HF_HUB_OFFLINE and HF_ENDPOINT at import."""
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "DFLASH_TOOLS_"))}
+    result = subprocess.run(
+        [sys.executable, "-m", "dflash_tools", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env={**full_env, "HF_HOME": str(cwd / "hf-home"), **env},
+        timeout=120,
+    )
+    return result.returncode, result.stderr
+
+
+def run(args: list[str], env: dict[str, str] | None = None) -> tuple[int, str, str]:
+    result = runner.invoke(app, args, env={"HF_HUB_OFFLINE": "1", **(env or {})})
+    return result.exit_code, result.stdout, result.stderr
+
+
+def inspect_hints(source: str) -> list[str]:
+    code, out, err = run(["inspect", source, "--json"])
+    assert code in (0, 1), err
+    return [f["hint"] for f in json.loads(out)["findings"] if f["hint"]]
+
+
+def fill_placeholders(command: str, source: str) -> str:
+    """`--block-size N`: the trained block size, read from the source's JSON report."""
+    if re.search(r"\bN\b", command):
+        code, out, _ = run(["inspect", source, "--json"])
+        block_size = (json.loads(out).get("geometry") or {}).get("block_size") or 8
+        command = re.sub(r"\bN\b", str(block_size), command)
+    return command
+
+
+def paste(command: str) -> tuple[int, str]:
+    argv = shlex.split(command)
+    assert argv[0] == "dflash-tools", command
+    code, out, err = run(argv[1:])
+    return code, out + err
+
+
+def forms(name: str, folder: Path) -> list[str]:
+    """The ways a newcomer names the same draft."""
+    copy = folder / name
+    shutil.copytree(examples_dir() / name, copy)
+    found = [f"example:{name}", f"./{name}", f"./{name}/config.json"]
+    found += [f"./{name}/{p.name}" for p in sorted(copy.glob("*.safetensors"))[:1]]
+    return found
+
+
+@pytest.mark.parametrize("name", list_examples())
+def test_inspect_fix_commands_run(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    commands = []
+    for source in forms(name, tmp_path):
+        for hint in inspect_hints(source):
+            commands += [(source, command) for command in hint_commands(hint)]
+    for source, command in commands:
+        filled = fill_placeholders(command, source)
+        # Every suggested output folder is new; a second fix for the same source writes elsewhere.
+        out = re.search(r"-o (\S+)", filled)
+        if out and Path(out.group(1)).exists():
+            shutil.rmtree(out.group(1))
+        code, text = paste(filled)
+        assert code == 0, f"hint for {source} suggests `{command}`, which exits {code}:\n{text}"
+
+
+def test_the_examples_with_fixes_are_covered() -> None:
+    """The parametrized test above runs fix commands, not nothing: at least these carry one."""
+    with_fixes = {name for name in list_examples() if any(hint_commands(h) for h in inspect_hints(f"example:{name}"))}
+    assert {"speculators-dflash-legacy", "dspark-native"} <= with_fixes
+
+
+def test_every_bundled_example_is_listed_and_inspectable() -> None:
+    code, out, _ = run(["examples", "--json"])
+    assert code == 0
+    listed = {e["source"] for e in json.loads(out)["examples"]}
+    assert {"example:tiny-target", "example:engine-demo/target", "example:engine-demo/zlab-dflash2"} <= listed
+    assert {f"example:{name}" for name in list_examples()} <= listed
+    for source in listed:  # every listed name resolves (targets give findings, not errors)
+        code, _, err = run(["inspect", source, "--json"])
+        assert code in (0, 1), f"{source}: {err}"
+    assert len(listed) == len(all_examples())
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["inspect", "./nope"],
+        ["convert", "./nope", "-o", "x"],
+        ["inspect", "example:nope"],
+    ],
+)
+def test_error_hints_name_commands_that_run(args: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run(args)
+    assert code == 2
+    commands = re.findall(r"`(dflash-tools [^`]+)`", err)
+    assert commands, err
+    for command in commands:
+        pasted, text = paste(command)
+        assert pasted == 0, f"`{command}` exits {pasted}: {text}"
+
+
+def test_convert_error_does_not_offer_single_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    _, _, err = run(["convert", "./nope", "-o", "x"])
+    assert ".safetensors" not in err and "checkpoint folder" in err
+
+
+def test_options_named_in_hints_exist(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A network hint names the timeout option of the command that printed it."""
+    monkeypatch.chdir(tmp_path)
+    # An endpoint that refuses connections at once: the Hub cannot be reached.
+    env = {"HF_HUB_OFFLINE": "0", "HF_ENDPOINT": "http://127.0.0.1:9"}
+    for args, option in (
+        (["inspect", "nobody/no-draft"], "--timeout"),
+        (["smoke-test", "--dry-run", "-t", "nobody/no-target", "-d", "example:zlab-dflash2"], "--hub-timeout"),
+    ):
+        code, stderr = run_process(args, env, tmp_path)
+        assert code == 2, stderr
+        named = set(re.findall(r"--[a-z-]+", stderr.split("hint:", 1)[-1]))
+        assert option in named, stderr
+        code, help_text, _ = run([args[0], "--help"])
+        for flag in named:
+            assert flag in help_text, f"{args[0]} hint names {flag}, which {args[0]} does not have"
+
+
+def test_a_typo_of_a_local_folder_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "checkpoints" / "my-draft-v2").mkdir(parents=True)
+    for env in ({"HF_HUB_OFFLINE": "1"}, {"HF_HUB_OFFLINE": "0", "HF_ENDPOINT": "http://127.0.0.1:9"}):
+        code, stderr = run_process(["inspect", "checkpoints/my-draft"], env, tmp_path)
+        assert code == 2
+        assert "no local folder checkpoints/my-draft, and no Hub repo of that name" in stderr
+        assert "checkpoints/my-draft-v2" in stderr  # the close local name
+        assert "hf download" not in stderr
