@@ -13,6 +13,8 @@ from dflash_tools.findings import Finding, has_errors, make_finding, sort_findin
 from dflash_tools.geometry import Geometry, resolve_geometry
 from dflash_tools.profiles import ProfileMatch, match_profile, profile_findings
 from dflash_tools.safetensors_header import TensorHeader
+from dflash_tools.serving import vllm_serving_findings
+from dflash_tools.smoke.capability import VllmCapability
 from dflash_tools.source import LoadedCheckpoint, load_checkpoint
 from dflash_tools.target import TargetSpec, check_target, load_target
 from dflash_tools.tensors import compare, expected_tensors, expected_totals, summarize
@@ -149,7 +151,9 @@ def inspect_loaded(
     *,
     target: TargetSpec | None = None,
     num_speculative_tokens: int | None = None,
+    vllm: VllmCapability | None = None,
 ) -> InspectReport:
+    """`vllm`: the serving engine's capability (`--engine vllm`), to check how it will serve the draft."""
     findings = list(loaded.findings)
     desc: DraftDescription | None = None
     geometry: Geometry | None = None
@@ -164,6 +168,8 @@ def inspect_loaded(
             findings.extend(compare(desc, loaded.tensors))
         if target is not None:
             findings.extend(check_target(desc, target, loaded.tensors if loaded.weights_inspected else None))
+        if vllm is not None and geometry is not None:
+            findings.extend(vllm_serving_findings(loaded.source, desc, geometry, vllm))
     report = InspectReport(loaded, desc, geometry, [], target)
     if desc is None and loaded.config is not None:
         detected = dialects.detect(loaded.config)

@@ -23,6 +23,8 @@ from dflash_tools.cli._output import (
 from dflash_tools.errors import DflashToolsError, UsageError
 from dflash_tools.findings import Severity
 from dflash_tools.inspect import SCHEMA_VERSION, InspectReport, inspect_loaded
+from dflash_tools.serving import ENGINES
+from dflash_tools.smoke.capability import detect_vllm
 from dflash_tools.source import load_checkpoint
 from dflash_tools.target import TargetSpec, load_target
 
@@ -39,6 +41,8 @@ Examples:
   dflash-tools inspect z-lab/Qwen3.8-27B-DFlash2 --target Qwen/Qwen3.8-27B -k 7
 
   dflash-tools inspect ./my-draft --format json | jq .geometry
+
+  dflash-tools inspect ./anchor-first-draft --engine vllm
 
   dflash-tools inspect --author z-lab --search DFlash
 """
@@ -66,6 +70,14 @@ def inspect_command(
     num_speculative_tokens: Annotated[
         int | None,
         typer.Option("-k", "--num-speculative-tokens", min=1, help="Serving K to check against the trained geometry."),
+    ] = None,
+    engine: Annotated[
+        str | None,
+        typer.Option(
+            "--engine",
+            metavar="vllm",
+            help="Check how the serving engine installed in this Python environment (vllm) will serve the draft.",
+        ),
     ] = None,
     revision: Annotated[str | None, typer.Option("--revision", help="Hub branch, tag or commit of the draft.")] = None,
     target_revision: TargetRevisionOption = None,
@@ -111,11 +123,16 @@ def inspect_command(
                 "[yellow]warning:[/yellow] --token on the command line is visible to other users; prefer HF_TOKEN"
             )
         target_spec = load_target(target, revision=target_revision, token=token, timeout=timeout) if target else None
+        if engine is not None and engine not in ENGINES:
+            raise UsageError(f"--engine {engine}: unknown engine", f"choose one of: {', '.join(ENGINES)}")
+        vllm = detect_vllm() if engine == "vllm" else None
 
         def run(name: str) -> InspectReport | DflashToolsError:
             try:
                 loaded = load_checkpoint(name, revision=revision, token=token, timeout=timeout)
-                return inspect_loaded(loaded, target=target_spec, num_speculative_tokens=num_speculative_tokens)
+                return inspect_loaded(
+                    loaded, target=target_spec, num_speculative_tokens=num_speculative_tokens, vllm=vllm
+                )
             except DflashToolsError as exc:
                 return exc
 
