@@ -113,16 +113,35 @@ def main() -> None:
     cases_file = sys.argv[1]
     cases = json.loads(open(cases_file, encoding="utf-8").read())
     state: Any = None
+    if "--foreign-plugin" in sys.argv:
+        # Another plugin got there first and replaced a function the dflash-tools plugin wraps.
+        from vllm.config.speculative import SpeculativeConfig
+
+        stock_hash = SpeculativeConfig.compute_hash
+
+        def compute_hash(self: Any) -> str:
+            return stock_hash(self)
+
+        SpeculativeConfig.compute_hash = compute_hash
+    register_error = None
     if "--register" in sys.argv:
         from dflash_tools import vllm_plugin
 
-        vllm_plugin.register()
+        try:
+            vllm_plugin.register()
+        except Exception as exc:  # DFLASH_TOOLS_REQUIRE_PLUGIN=1 and a refusal
+            register_error = _error(exc)
+    import vllm
     from vllm.config.speculative import SpeculativeConfig
 
     state = getattr(SpeculativeConfig, "_dflash_tools_patch", None)
     _group["folder"] = os.path.dirname(os.path.abspath(cases_file))
-    results = {name: probe_case(case["target"], case["draft"], case["k"]) for name, case in cases.items()}
-    print(json.dumps({"plugin": state, "cases": results}))
+    if register_error is not None:
+        results: dict[str, Any] = {}
+    else:
+        results = {name: probe_case(case["target"], case["draft"], case["k"]) for name, case in cases.items()}
+    document = {"plugin": state, "register_error": register_error, "vllm_file": vllm.__file__, "cases": results}
+    print(json.dumps(document))
 
 
 if __name__ == "__main__":
