@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import tempfile
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,16 @@ from tests.hub_server import HubServer
 runner = CliRunner()
 FAKE_CHILD = Path(__file__).parent / "fake_child.py"
 ANCHOR_DFLASH2 = replace(testing.TINY_DFLASH2, block_size=7, sample_from_anchor=True)
+
+
+@pytest.fixture(autouse=True)
+def system_temp_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Without --output-dir, smoke-test keeps each run's requests and logs in a new folder under the
+    system temp dir, on purpose (it prints where); in these runs that folder lives under tmp_path."""
+    folder = tmp_path / "system-tmp"
+    folder.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(folder))
+    return folder
 
 
 def invoke(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:

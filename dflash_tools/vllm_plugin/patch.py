@@ -411,11 +411,11 @@ def install_v1_refusal(reason: str) -> list[str]:
     try:
         from vllm.config.vllm import VllmConfig
     except ImportError:
-        VllmConfig = None  # noqa: N806 - the class, when this vLLM has it
+        VllmConfig = None
     features = getattr(VllmConfig, "__dict__", {}).get("_get_v1_model_runner_unsupported_features")
     if features is not None and getattr(features, WRAPPED_ATTR, None) is not None:
         found.append("v1_unsupported_features")
-    elif _refusable(features):
+    elif features is not None and _refusable(features):
         VllmConfig._get_v1_model_runner_unsupported_features = wrap_v1_unsupported_features(
             features, refusal_only_feature(reason)
         )
@@ -429,7 +429,7 @@ def install_v1_refusal(reason: str) -> list[str]:
         def guard_proposer(module: ModuleType) -> None:
             proposer = getattr(module, "DFlashProposer", None)
             init = getattr(proposer, "__dict__", {}).get("__init__")
-            if proposer is not None and _refusable(init):
+            if proposer is not None and init is not None and _refusable(init):
                 proposer.__init__ = wrap_v1_proposer_init(
                     init,
                     "dflash-tools plugin: this DFlash draft is anchor-first (sample_from_anchor=true); the V1 "

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 
@@ -111,7 +112,7 @@ def init_single_process_group() -> None:
 def main() -> None:
     os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
     cases_file = sys.argv[1]
-    cases = json.loads(open(cases_file, encoding="utf-8").read())
+    cases = json.loads(Path(cases_file).read_text(encoding="utf-8"))
     state: Any = None
     if "--foreign-plugin" in sys.argv:
         # Another plugin got there first and replaced a function the dflash-tools plugin wraps.
@@ -135,7 +136,7 @@ def main() -> None:
     from vllm.config.speculative import SpeculativeConfig
 
     state = getattr(SpeculativeConfig, "_dflash_tools_patch", None)
-    _group["folder"] = os.path.dirname(os.path.abspath(cases_file))
+    _group["folder"] = str(Path(cases_file).resolve().parent)
     if register_error is not None:
         results: dict[str, Any] = {}
     else:

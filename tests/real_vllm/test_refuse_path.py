@@ -27,7 +27,11 @@ from tests.real_vllm.conftest import Draft, ProbeRunner
 
 pytestmark = pytest.mark.real_vllm
 
-ANCHOR, BONUS, ANCHOR2 = "zlab-dflash@anchor-first", "zlab-dflash@bonus-anchor", "zlab-dflash2-anchor-first@anchor-first"
+ANCHOR, BONUS, ANCHOR2 = (
+    "zlab-dflash@anchor-first",
+    "zlab-dflash@bonus-anchor",
+    "zlab-dflash2-anchor-first@anchor-first",
+)
 LAYOUT_FILE = "vllm/v1/worker/gpu/spec_decode/dflash/speculator.py"
 
 
@@ -145,8 +149,9 @@ def test_disabled_leaves_vllm_alone_and_says_so(
     assert result["plugin"]["status"] == "disabled"
     assert result["cases"][ANCHOR]["v1_config"] == "accepted"  # the escape hatch is stock vLLM
     assert result["cases"][ANCHOR]["compute_hash"] == stock["cases"][ANCHOR]["compute_hash"]
-    assert "serves anchor-first DFlash (not DFlash2) drafts in the bonus-anchor layout without an error" in (
-        result["stderr"]
+    assert (
+        "serves anchor-first DFlash (not DFlash2) drafts in the bonus-anchor layout without an error"
+        in (result["stderr"])
     )
 
 
