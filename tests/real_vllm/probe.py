@@ -73,6 +73,16 @@ def probe_case(target: str, draft: str, k: int) -> dict[str, Any]:
             except Exception as exc:
                 out["conv_error"] = _error(exc)
 
+        if "DFlashDraftModel" in out["architectures"]:
+            # The V1 proposer given a config V1 validation never saw: the plugin's second line.
+            from vllm.v1.spec_decode.dflash import DFlashProposer
+
+            try:
+                DFlashProposer(config, torch.device("cpu"))
+                out["v1_proposer_direct"] = "accepted"
+            except Exception as exc:
+                out["v1_proposer_direct"] = _error(exc)
+
     try:
         v1 = build_config(target, draft, k, v2=False)
         out["v1_config"] = "accepted"

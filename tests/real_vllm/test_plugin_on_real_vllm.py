@@ -65,7 +65,9 @@ def test_v1_runner(name: str, drafts: dict[str, Draft], patched: dict[str, Any])
         assert "Model Runner V1 does not support: DFlash candidate-head drafts" in case["v1_config"]
     elif draft.sample_from_anchor:
         assert "Model Runner V1 does not support: anchor-sampling DFlash drafts" in case["v1_config"]
+        assert "reached the V1 DFlashProposer" in case["v1_proposer_direct"]
     else:
+        assert case["v1_proposer_direct"] == "accepted"
         assert case["v1_config"] == "accepted"
         assert case["v1_proposer"] == "accepted: DFlashProposer"
 
@@ -103,3 +105,4 @@ def test_stock_vllm(name: str, drafts: dict[str, Draft], stock: dict[str, Any]) 
         # Stock V1 takes an anchor-first DFlash draft without a word and drafts it bonus-anchor.
         assert case["v1_config"] == "accepted"
         assert case["v1_proposer"] == "accepted: DFlashProposer"
+        assert case["v1_proposer_direct"] == "accepted"

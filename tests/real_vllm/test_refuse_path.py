@@ -18,6 +18,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -50,15 +51,12 @@ def other_release(workspace: Path) -> Path:
     return folder
 
 
-@pytest.fixture(scope="module")
-def edited_vllm(workspace: Path, vllm_root: Path) -> Path:
-    """The installed vllm package mirrored by symlinks, with `prepare_dflash_inputs` edited.
+def mirror_vllm(root: Path, vllm_root: Path, path: str, edit: Callable[[str], str]) -> Path:
+    """The installed vllm package mirrored by symlinks, with the file `path` edited.
 
     `vllm/__init__.py` is a copy so that the plugin locates the mirror, not site-packages. The
-    edit is behaviour-neutral (a comment in the layout code the plugin does not wrap): any change
-    there must make the plugin refuse. Byte-code is not written (PYTHONDONTWRITEBYTECODE).
+    edited file's folder gets no byte-code link, and none is written (PYTHONDONTWRITEBYTECODE).
     """
-    root = workspace / "edited-site"
     if root.exists():
         return root
     source = vllm_root / "vllm"
@@ -68,22 +66,40 @@ def edited_vllm(workspace: Path, vllm_root: Path) -> Path:
         for name in files:
             (root / relative / name).symlink_to(Path(directory) / name)
         subdirs[:] = [d for d in subdirs if d != "__pycache__"]
-        if (Path(directory) / "__pycache__").is_dir() and relative != Path(LAYOUT_FILE).parent:
+        if (Path(directory) / "__pycache__").is_dir() and relative != Path(path).parent:
             (root / relative / "__pycache__").symlink_to(Path(directory) / "__pycache__")
     init = root / "vllm/__init__.py"
     init.unlink()
     init.write_bytes((source / "__init__.py").read_bytes())
-    edited = root / LAYOUT_FILE
+    edited = root / path
     text = edited.read_text(encoding="utf-8")
     edited.unlink()
-    marker = "def prepare_dflash_inputs("
-    assert text.count(marker) == 1
-    head, tail = text.split(marker)
-    body_start = tail.index(":\n") + 2
-    edited.write_text(
-        head + marker + tail[:body_start] + "    # edited upstream\n" + tail[body_start:], encoding="utf-8"
-    )
+    edited.write_text(edit(text), encoding="utf-8")
     return root
+
+
+@pytest.fixture(scope="module")
+def edited_vllm(workspace: Path, vllm_root: Path) -> Path:
+    """`prepare_dflash_inputs` edited, behaviour-neutral (a comment in the layout code the plugin
+    does not wrap): any change there must make the plugin refuse."""
+
+    def edit(text: str) -> str:
+        marker = "def prepare_dflash_inputs("
+        assert text.count(marker) == 1
+        head, tail = text.split(marker)
+        body_start = tail.index(":\n") + 2
+        return head + marker + tail[:body_start] + "    # edited upstream\n" + tail[body_start:]
+
+    return mirror_vllm(workspace / "edited-site", vllm_root, LAYOUT_FILE, edit)
+
+
+@pytest.fixture(scope="module")
+def native_vllm(workspace: Path, vllm_root: Path) -> Path:
+    """A vLLM whose sources carry a name the upstream change introduces."""
+    path = "vllm/config/speculative.py"
+    return mirror_vllm(
+        workspace / "native-site", vllm_root, path, lambda text: text + "\nnum_dflash_query_tokens = None\n"
+    )
 
 
 def assert_refused_not_misdrafted(result: dict[str, Any], stock: dict[str, Any], reason: str) -> None:
@@ -126,6 +142,17 @@ def test_changed_layout_code_refuses(
     result = run_probe(some, register=True, pythonpath=[edited_vllm], env={"PYTHONDONTWRITEBYTECODE": "1"})
     assert_refused_not_misdrafted(result, stock, f"{LAYOUT_FILE}:prepare_dflash_inputs: source differs")
     assert "edited-site" in result["vllm_file"]  # the edited copy is what ran
+
+
+def test_the_upstream_change_is_left_alone(
+    run_probe: ProbeRunner, some: dict[str, Draft], stock: dict[str, Any], native_vllm: Path
+) -> None:
+    result = run_probe(some, register=True, pythonpath=[native_vllm], env={"PYTHONDONTWRITEBYTECODE": "1"})
+    assert result["plugin"]["status"] == "native", result["plugin"]
+    assert "native-site" in result["vllm_file"]
+    for name in (ANCHOR, BONUS, ANCHOR2):  # nothing patched, no guard: vLLM's own code throughout
+        assert result["cases"][name]["num_lookahead_tokens"] == stock["cases"][name]["num_lookahead_tokens"]
+        assert result["cases"][name]["v1_config"] == stock["cases"][name]["v1_config"]
 
 
 def test_half_applied_patch_refuses(run_probe: ProbeRunner, some: dict[str, Draft], stock: dict[str, Any]) -> None:
