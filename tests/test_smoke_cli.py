@@ -35,6 +35,14 @@ def system_temp_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return folder
 
 
+@pytest.fixture(autouse=True)
+def without_vllm(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These runs stand for a machine without vLLM (tests/fake_child.py plays the engine). Where vLLM
+    is installed it is made unimportable, so that they hold either way; the installed vLLM 0.33.0
+    itself is covered by tests/real_vllm."""
+    monkeypatch.setitem(sys.modules, "vllm", None)
+
+
 def invoke(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
     result = runner.invoke(app, ["smoke-test", *args], env=env)
     return result.exit_code, result.stdout, result.stderr
