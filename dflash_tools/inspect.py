@@ -171,6 +171,8 @@ def inspect_loaded(
         if vllm is not None and geometry is not None:
             findings.extend(vllm_serving_findings(loaded.source, desc, geometry, vllm))
     report = InspectReport(loaded, desc, geometry, [], target)
+    if vllm is not None:
+        report.extra["vllm"] = vllm.to_dict()  # what the serving verdict was based on
     if desc is None and loaded.config is not None:
         detected = dialects.detect(loaded.config)
         if detected is not None:

@@ -91,6 +91,8 @@ def test_cli_without_vllm(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "vllm", None)  # unimportable, whether or not it is installed
     result = CliRunner().invoke(app, ["inspect", ANCHOR_DFLASH, "--engine", "vllm", "--json"])
     assert result.exit_code == 0, result.stderr
-    assert [f["code"] for f in json.loads(result.stdout)["findings"]] == ["DFT052"]
+    document = json.loads(result.stdout)
+    assert [f["code"] for f in document["findings"]] == ["DFT052"]
+    assert document["vllm"]["support"] == "absent" and document["vllm"]["v1_refuses_anchor_first"] is False
     usage = CliRunner().invoke(app, ["inspect", ANCHOR_DFLASH, "--engine", "tensorrt"])
     assert usage.exit_code == 2 and "unknown engine" in usage.stderr
