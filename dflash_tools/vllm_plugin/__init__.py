@@ -103,7 +103,11 @@ def register() -> None:
 
     if decision.action == "refuse":
         # Stock V1 would serve anchor-first DFlash in the wrong layout without a word; make it refuse.
-        payload["v1_refusal"] = patch.install_v1_refusal(decision.reason)
+        try:
+            payload["v1_refusal"] = patch.install_v1_refusal(decision.reason)
+        except Exception as exc:  # an unknown vLLM must never fail to start because of the guard
+            logger.error("dflash-tools plugin: could not install the V1 guard: %s", exc)
+            payload["v1_refusal"] = []
 
     from vllm.config.speculative import SpeculativeConfig
 
