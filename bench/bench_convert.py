@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from dflash_tools import testing
-from dflash_tools.safetensors_header import expected_nbytes
+from dflash_tools.reading.safetensors_header import expected_nbytes
 
 # F16 has BF16's size; the numpy baseline cannot hold BF16.
 REAL = replace(testing.QWEN38_27B_DFLASH2, layer_types=None, dtype="F16")

@@ -53,7 +53,7 @@ from typing import Any
 
 from dflash_tools import testing
 from dflash_tools.inspect import inspect_checkpoint
-from dflash_tools.safetensors_header import expected_nbytes, read_local_header
+from dflash_tools.reading.safetensors_header import expected_nbytes, read_local_header
 
 SPEC = replace(
     testing.TINY,

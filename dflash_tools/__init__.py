@@ -9,13 +9,9 @@ The library API is plain dataclasses; nothing here imports typer, rich, torch or
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
-try:
-    __version__ = version("dflash-tools")
-except PackageNotFoundError:  # pragma: no cover - running from a source tree without install
-    __version__ = "0.0.0"
+from dflash_tools._version import __version__
 
 __all__ = [
     "ConvertPlan",

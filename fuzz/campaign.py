@@ -63,17 +63,18 @@ os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 os.environ.pop("DFLASH_TOOLS_DEBUG", None)
 
 from dflash_tools import testing
+from dflash_tools.draft.target import TargetSpec, target_from_config
 from dflash_tools.errors import SourceError
 from dflash_tools.inspect import describe, inspect_loaded
-from dflash_tools.safetensors_header import (
+from dflash_tools.reading.checkpoint import INDEX_NAME, LoadedCheckpoint, parse_config_text, parse_index
+from dflash_tools.reading.safetensors_header import (
     MAX_HEADER_BYTES,
     SafetensorsHeaderError,
     encode_header,
     parse_header,
     read_local_header,
 )
-from dflash_tools.source import INDEX_NAME, LoadedCheckpoint, load_checkpoint, parse_config_text, parse_index
-from dflash_tools.target import TargetSpec, target_from_config
+from dflash_tools.reading.source import load_checkpoint
 
 TARGETS = ("header", "file", "index", "config", "checkpoint")
 # Share of the random inputs each target gets (the systematic pass comes on top, within the total).

@@ -1,6 +1,6 @@
 """A small stand-in for the Hugging Face Hub, served over real HTTP on 127.0.0.1.
 
-It answers the endpoints huggingface_hub calls when `dflash_tools.hub` reads a repo:
+It answers the endpoints huggingface_hub calls when `dflash_tools.reading.hub` reads a repo:
 
 - `GET /api/models/{repo}` and `/api/models/{repo}/revision/{rev}` (model_info, with
   `?blobs=true` sizes),
@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from dflash_tools.safetensors_header import encode_header
+from dflash_tools.reading.safetensors_header import encode_header
 
 _RANGE = re.compile(r"^bytes=(\d*)-(\d*)$")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from dflash_tools import __version__
+from dflash_tools._version import __version__
 
 EPILOG = (
     "Exit codes: 0 ok; 1 the checkpoint has error findings, or a runtime failure; "

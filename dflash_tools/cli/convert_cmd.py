@@ -19,10 +19,10 @@ from dflash_tools.cli._output import (
     stdout_console,
     write_json,
 )
+from dflash_tools.draft.findings import Severity
+from dflash_tools.draft.geometry import Geometry
 from dflash_tools.errors import DflashToolsError, UsageError
-from dflash_tools.fileops import LinkMode
-from dflash_tools.findings import Severity
-from dflash_tools.geometry import Geometry
+from dflash_tools.files.atomic import LinkMode
 
 HELP = """Normalize a draft checkpoint, or translate it between z-lab and speculators form.
 

@@ -20,13 +20,13 @@ from dflash_tools.cli._output import (
     stdout_console,
     write_json,
 )
+from dflash_tools.draft.findings import Severity
+from dflash_tools.draft.target import TargetSpec, load_target
 from dflash_tools.errors import DflashToolsError, UsageError
-from dflash_tools.findings import Severity
 from dflash_tools.inspect import SCHEMA_VERSION, InspectReport, inspect_loaded
-from dflash_tools.serving import ENGINES
+from dflash_tools.reading.source import load_checkpoint
 from dflash_tools.smoke.capability import detect_vllm
-from dflash_tools.source import load_checkpoint
-from dflash_tools.target import TargetSpec, load_target
+from dflash_tools.smoke.serving import ENGINES, inspect_for_vllm
 
 HELP = """Check a draft checkpoint's config and tensor headers, without downloading weights.
 
@@ -108,7 +108,7 @@ def inspect_command(
     with handle_errors():
         names = list(sources or [])
         if author or search:
-            from dflash_tools.hub import list_hub_models
+            from dflash_tools.reading.hub import list_hub_models
 
             names += list_hub_models(author, search, token=token, limit=limit)
             if not names:
@@ -130,9 +130,11 @@ def inspect_command(
         def run(name: str) -> InspectReport | DflashToolsError:
             try:
                 loaded = load_checkpoint(name, revision=revision, token=token, timeout=timeout)
-                return inspect_loaded(
-                    loaded, target=target_spec, num_speculative_tokens=num_speculative_tokens, vllm=vllm
-                )
+                if vllm is not None:
+                    return inspect_for_vllm(
+                        loaded, vllm, target=target_spec, num_speculative_tokens=num_speculative_tokens
+                    )
+                return inspect_loaded(loaded, target=target_spec, num_speculative_tokens=num_speculative_tokens)
             except DflashToolsError as exc:
                 return exc
 

@@ -1,7 +1,12 @@
 """Dialect registry: detection by markers (never by repository name) and dispatch.
 
-Adding a dialect is one module with `DIALECTS`, `MARKERS`, `detect`, `read` and `normalize`,
-listed in `_MODULES`, plus fixtures.
+One module per config format (z-lab, speculators, Open Spec, native DSpark), each reading its
+format into one `draft.description.DraftDescription` and writing it back (`normalize`; z-lab and
+speculators also `render` a description read from the other). Adding a dialect is one module with
+`DIALECTS`, `MARKERS`, `detect`, `read` and `normalize`, listed in `_MODULES`, plus fixtures.
+
+Imports: `draft` (description, geometry, findings). A dialect module imports `_common` and
+`draft` only: never another dialect module, nor this registry.
 """
 
 from __future__ import annotations
@@ -9,15 +14,28 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Any
 
-from dflash_tools.description import Dialect, DraftDescription
 from dflash_tools.dialects import dspark_native, open_spec, speculators, zlab
 from dflash_tools.dialects._common import ConfigInvalid
-from dflash_tools.geometry import Geometry
+from dflash_tools.draft.description import Dialect, DraftDescription
+from dflash_tools.draft.geometry import Geometry
 
 # Order matters: speculators and Open Spec configs may also carry z-lab architecture names.
 _MODULES: tuple[ModuleType, ...] = (speculators, open_spec, zlab, dspark_native)
 
-__all__ = ["ConfigInvalid", "UnknownDialect", "detect", "markers", "module_for", "normalize", "read"]
+# The dialects a config can be translated into (convert --to), by family.
+WRITERS: dict[str, ModuleType] = {"zlab": zlab, "speculators": speculators}
+
+__all__ = [
+    "WRITERS",
+    "ConfigInvalid",
+    "UnknownDialect",
+    "detect",
+    "markers",
+    "module_for",
+    "normalize",
+    "read",
+    "render",
+]
 
 
 class UnknownDialect(Exception):
@@ -55,4 +73,11 @@ def read(config: dict[str, Any]) -> DraftDescription:
 def normalize(description: DraftDescription, geometry: Geometry) -> dict[str, Any]:
     """The description's own config with block_size and sample_from_anchor written everywhere."""
     result: dict[str, Any] = module_for(description.dialect).normalize(description.raw_config, geometry)
+    return result
+
+
+def render(family: str, description: DraftDescription, geometry: Geometry, **options: Any) -> dict[str, Any]:
+    """The description written as a `family` config ("zlab" or "speculators"), whatever its own dialect."""
+    decoder = module_for(description.dialect).decoder_config(description.raw_config)
+    result: dict[str, Any] = WRITERS[family].render(description, geometry, decoder=decoder, **options)
     return result

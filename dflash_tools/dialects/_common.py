@@ -1,4 +1,10 @@
-"""Typed access to untrusted config dicts: wrong types become findings, never exceptions."""
+"""What the dialect modules share; it imports none of them.
+
+Typed access to untrusted config dicts (wrong types become findings, never exceptions), and the
+pieces two dialects both need: the DFlash2 conv/selector keys (z-lab's `dflash_config` and
+speculators' top level spell them alike), speculators' `sliding_window_non_causal` default (the
+z-lab writer translates from it) and the order-keeping merge both writers use.
+"""
 
 from __future__ import annotations
 
@@ -7,8 +13,8 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from dflash_tools.description import DecoderSpec
-from dflash_tools.findings import Finding, make_finding
+from dflash_tools.draft.description import Algorithm, DecoderSpec, DFlash2Spec, DraftDescription
+from dflash_tools.draft.findings import Finding, make_finding
 
 _MISSING = object()
 
@@ -223,3 +229,49 @@ def architectures(config: dict[str, Any]) -> list[str]:
     if isinstance(value, str):
         return [value]
     return []
+
+
+# Defaults of the z-lab DFlash2 code for keys a config may omit.
+DFLASH2_DEFAULTS = {"conv_kernel_size": 2, "conv_group_size": 16, "selector_rank": 256, "selector_top_k": 16}
+
+
+def read_dflash2_keys(view: ConfigView) -> DFlash2Spec:
+    """DFlash2 conv/selector keys and optional scalars from one flat view."""
+    values = {key: view.get_int(key, default) for key, default in DFLASH2_DEFAULTS.items()}
+    scale = view.get_number("input_embedding_scale")
+    multiplier = view.get_number("output_multiplier")
+    softcap = view.get_number("final_logit_softcapping")
+    return DFlash2Spec(
+        conv_kernel_size=values["conv_kernel_size"] or DFLASH2_DEFAULTS["conv_kernel_size"],
+        conv_group_size=values["conv_group_size"] or DFLASH2_DEFAULTS["conv_group_size"],
+        selector_rank=values["selector_rank"] or DFLASH2_DEFAULTS["selector_rank"],
+        selector_top_k=values["selector_top_k"] or DFLASH2_DEFAULTS["selector_top_k"],
+        input_embedding_scale=scale,
+        output_multiplier=multiplier,
+        final_logit_softcapping=softcap,
+    )
+
+
+def merge_ordered(base: dict[str, Any], fresh: dict[str, Any], owned: set[str]) -> dict[str, Any]:
+    """`fresh` laid over `base`: base order first; owned keys missing from `fresh` are removed."""
+    out: dict[str, Any] = {}
+    for key, value in base.items():
+        if key in fresh:
+            out[key] = fresh[key]
+        elif key not in owned:
+            out[key] = value
+    for key, value in fresh.items():
+        if key not in out:
+            out[key] = value
+    return out
+
+
+# speculators' config class defaults, for keys a file may omit.
+SLIDING_WINDOW_NON_CAUSAL_DEFAULT = {Algorithm.DFLASH: False, Algorithm.DFLASH2: True, Algorithm.DSPARK: False}
+
+
+def sliding_window_non_causal(desc: DraftDescription) -> bool:
+    """The file's value, else the speculators class default for the algorithm."""
+    if desc.sliding_window_non_causal is not None:
+        return desc.sliding_window_non_causal
+    return SLIDING_WINDOW_NON_CAUSAL_DEFAULT[desc.algorithm]

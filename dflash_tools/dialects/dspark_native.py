@@ -9,9 +9,9 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from dflash_tools.description import Algorithm, Dialect, DraftDescription, DSparkSpec
 from dflash_tools.dialects._common import ConfigInvalid, ConfigView, architectures, read_decoder
-from dflash_tools.geometry import Geometry
+from dflash_tools.draft.description import Algorithm, Dialect, DraftDescription, DSparkSpec
+from dflash_tools.draft.geometry import Geometry
 
 DIALECTS = (Dialect.DSPARK_NATIVE,)
 MARKERS = "architectures [Qwen3DSparkModel], [Gemma4DSparkModel] or [DSparkDraftModel]"

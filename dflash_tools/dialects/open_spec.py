@@ -9,9 +9,9 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from dflash_tools.description import Algorithm, Dialect, DraftDescription
 from dflash_tools.dialects._common import ConfigInvalid, ConfigView, read_decoder
-from dflash_tools.geometry import Geometry
+from dflash_tools.draft.description import Algorithm, Dialect, DraftDescription
+from dflash_tools.draft.geometry import Geometry
 
 DIALECTS = (Dialect.OPEN_SPEC,)
 MARKERS = "open_spec_config_version with speculative_config"

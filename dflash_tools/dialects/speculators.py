@@ -10,11 +10,19 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from dflash_tools.description import Algorithm, Dialect, DraftDescription, DSparkSpec
-from dflash_tools.dialects._common import ConfigInvalid, ConfigView, read_decoder
-from dflash_tools.dialects.zlab import read_dflash2_keys
-from dflash_tools.findings import make_finding
-from dflash_tools.geometry import Geometry
+from dflash_tools.dialects._common import (
+    DFLASH2_DEFAULTS,
+    SLIDING_WINDOW_NON_CAUSAL_DEFAULT,
+    ConfigInvalid,
+    ConfigView,
+    merge_ordered,
+    read_decoder,
+    read_dflash2_keys,
+    sliding_window_non_causal,
+)
+from dflash_tools.draft.description import Algorithm, Dialect, DraftDescription, DSparkSpec
+from dflash_tools.draft.findings import make_finding
+from dflash_tools.draft.geometry import Geometry
 
 DIALECTS = (Dialect.SPECULATORS_DFLASH, Dialect.SPECULATORS_DFLASH2, Dialect.SPECULATORS_DSPARK)
 MARKERS = "speculators_model_type (dflash, dflash2, dspark) with speculators_config"
@@ -127,8 +135,6 @@ def normalize(config: dict[str, Any], geometry: Geometry) -> dict[str, Any]:
 # Writer: render a description (from any DFlash / DFlash2 dialect) as a speculators config
 # --------------------------------------------------------------------------------------------
 
-# speculators' config class defaults, for keys a file may omit.
-SLIDING_WINDOW_NON_CAUSAL_DEFAULT = {Algorithm.DFLASH: False, Algorithm.DFLASH2: True, Algorithm.DSPARK: False}
 _ARCHITECTURE = {Algorithm.DFLASH: "DFlashDraftModel", Algorithm.DFLASH2: "DFlash2DraftModel"}
 _CONV_KEYS = ("conv_kernel_size", "conv_group_size", "selector_rank", "selector_top_k")
 # Top-level keys that belong to speculators itself (not the nested decoder config).
@@ -154,13 +160,6 @@ SPECULATORS_KEYS = frozenset(
 )
 
 
-def sliding_window_non_causal(desc: DraftDescription) -> bool:
-    """The file's value, else the speculators class default for the algorithm."""
-    if desc.sliding_window_non_causal is not None:
-        return desc.sliding_window_non_causal
-    return SLIDING_WINDOW_NON_CAUSAL_DEFAULT[desc.algorithm]
-
-
 def decoder_config(config: dict[str, Any]) -> dict[str, Any]:
     """The nested decoder config (or, for a file without one, the flat decoder keys)."""
     nested = config.get("transformer_layer_config")
@@ -173,6 +172,7 @@ def render(
     desc: DraftDescription,
     geometry: Geometry,
     *,
+    decoder: dict[str, Any],
     base_config: dict[str, Any] | None = None,
     verifier: dict[str, Any] | None = None,
     num_target_layers: int | None = None,
@@ -184,15 +184,13 @@ def render(
     `speculators_config`. `base_config` is an earlier speculators form of the same draft whose
     key order and undecided keys (auto_map, versions, proposal settings) are kept. speculators
     has no key for the target's layer count: `num_target_layers` is ignored.
+    `decoder` is the source dialect's decoder config (`dialects.render` passes it).
     """
-    from dflash_tools.dialects import module_for
-
     del num_target_layers
     if desc.algorithm not in _ARCHITECTURE:
         raise ValueError(f"speculators conversion supports DFlash and DFlash2, not {desc.algorithm.value}")
     raw = desc.raw_config
     kind = desc.algorithm.value
-    decoder = module_for(desc.dialect).decoder_config(raw)
     # z-lab `is_causal: false` makes every layer bidirectional; without it sliding layers are
     # causal and full layers bidirectional, which is speculators' `false` (SPEC §8).
     non_causal = sliding_window_non_causal(desc) if desc.dialect.family == "speculators" else desc.is_causal is False
@@ -209,8 +207,6 @@ def render(
         "block_size": geometry.block_size,
     }
     if desc.dflash2 is not None:
-        from dflash_tools.dialects.zlab import DFLASH2_DEFAULTS
-
         for key in _CONV_KEYS:
             value = getattr(desc.dflash2, key)
             if wanted(key, value, DFLASH2_DEFAULTS[key]):
@@ -246,8 +242,6 @@ def render(
         }
         # speculators writes its configs with sorted keys.
         return normalize(dict(sorted(top.items())), geometry)
-
-    from dflash_tools.dialects.zlab import merge_ordered
 
     base_spec = base.get("speculators_config")
     spec: dict[str, Any] = copy.deepcopy(base_spec) if isinstance(base_spec, dict) else {}

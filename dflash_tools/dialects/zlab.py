@@ -10,20 +10,26 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from dflash_tools.description import (
+from dflash_tools.dialects._common import (
+    DFLASH2_DEFAULTS,
+    ConfigInvalid,
+    ConfigView,
+    architectures,
+    merge_ordered,
+    read_decoder,
+    read_dflash2_keys,
+    sliding_window_non_causal,
+)
+from dflash_tools.draft.description import (
     Algorithm,
-    DFlash2Spec,
     Dialect,
     DraftDescription,
 )
-from dflash_tools.dialects._common import ConfigInvalid, ConfigView, architectures, read_decoder
-from dflash_tools.geometry import Geometry
+from dflash_tools.draft.geometry import Geometry
 
 DIALECTS = (Dialect.ZLAB_DFLASH, Dialect.ZLAB_DFLASH2)
 MARKERS = "architectures [DFlashDraftModel] or [DFlash2DraftModel] with dflash_config"
 
-# Defaults of the z-lab DFlash2 code for keys a config may omit.
-DFLASH2_DEFAULTS = {"conv_kernel_size": 2, "conv_group_size": 16, "selector_rank": 256, "selector_top_k": 16}
 DFLASH2_SCALARS = ("input_embedding_scale", "output_multiplier", "final_logit_softcapping")
 
 
@@ -95,23 +101,6 @@ def read(config: dict[str, Any], dialect: Dialect) -> DraftDescription:
     )
 
 
-def read_dflash2_keys(view: ConfigView) -> DFlash2Spec:
-    """DFlash2 conv/selector keys and optional scalars from one flat view."""
-    values = {key: view.get_int(key, default) for key, default in DFLASH2_DEFAULTS.items()}
-    scale = view.get_number("input_embedding_scale")
-    multiplier = view.get_number("output_multiplier")
-    softcap = view.get_number("final_logit_softcapping")
-    return DFlash2Spec(
-        conv_kernel_size=values["conv_kernel_size"] or DFLASH2_DEFAULTS["conv_kernel_size"],
-        conv_group_size=values["conv_group_size"] or DFLASH2_DEFAULTS["conv_group_size"],
-        selector_rank=values["selector_rank"] or DFLASH2_DEFAULTS["selector_rank"],
-        selector_top_k=values["selector_top_k"] or DFLASH2_DEFAULTS["selector_top_k"],
-        input_embedding_scale=scale,
-        output_multiplier=multiplier,
-        final_logit_softcapping=softcap,
-    )
-
-
 def normalize(config: dict[str, Any], geometry: Geometry) -> dict[str, Any]:
     """Write B and SFA in every place an engine reads them; leave everything else as it was.
 
@@ -179,6 +168,7 @@ def render(
     desc: DraftDescription,
     geometry: Geometry,
     *,
+    decoder: dict[str, Any],
     base_config: dict[str, Any] | None = None,
     verifier: dict[str, Any] | None = None,
     num_target_layers: int | None = None,
@@ -189,15 +179,13 @@ def render(
     writer does not decide (auto_map, token ids, `dflash_config` extras) are kept, so a round trip
     through another dialect gives the original file back. z-lab configs record no verifier;
     `verifier` is accepted for symmetry with the speculators writer and ignored.
+    `decoder` is the source dialect's decoder config (`dialects.render` passes it).
     """
-    from dflash_tools.dialects import module_for
-    from dflash_tools.dialects.speculators import sliding_window_non_causal
-
     del verifier
     if desc.algorithm not in _ARCHITECTURE:
         raise ValueError(f"z-lab has no form for {desc.algorithm.value} drafts")
     raw = desc.raw_config
-    decoder = dict(module_for(desc.dialect).decoder_config(raw))
+    decoder = dict(decoder)
     decoder.setdefault("model_type", desc.decoder.model_type or "qwen3")
     base = base_config or {}
     base_dflash = base.get("dflash_config") if isinstance(base.get("dflash_config"), dict) else {}
@@ -256,17 +244,3 @@ def render(
         )
         top = merge_ordered(base, top, owned_top)
     return normalize(top, geometry)
-
-
-def merge_ordered(base: dict[str, Any], fresh: dict[str, Any], owned: set[str]) -> dict[str, Any]:
-    """`fresh` laid over `base`: base order first; owned keys missing from `fresh` are removed."""
-    out: dict[str, Any] = {}
-    for key, value in base.items():
-        if key in fresh:
-            out[key] = fresh[key]
-        elif key not in owned:
-            out[key] = value
-    for key, value in fresh.items():
-        if key not in out:
-            out[key] = value
-    return out

@@ -4,6 +4,9 @@
 (`dflash_tools.smoke.contract`). Importing this package does not import torch; the modules that
 need it (`ops`, `draft`, `target`, `loop`, `runner`, `weights`) are loaded on first use.
 `demo` (numpy only) writes the tiny target + draft checkpoints of the no-network demo.
+
+Imports: `inspect`, `draft`, `reading`, `testing` (the demo) and `smoke.contract` (the request and
+result documents it shares with the vLLM engine); never the rest of `smoke`, nor `cli`.
 """
 
 from __future__ import annotations

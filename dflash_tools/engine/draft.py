@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from dflash_tools.description import Algorithm, DraftDescription
+from dflash_tools.draft.description import Algorithm, DraftDescription
 from dflash_tools.engine import ops
 from dflash_tools.errors import OperationError
 

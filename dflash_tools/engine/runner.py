@@ -11,12 +11,12 @@ from typing import Any
 
 import torch
 
-from dflash_tools.description import Algorithm
+from dflash_tools.draft.description import Algorithm
+from dflash_tools.draft.geometry import layout_name
 from dflash_tools.engine import loop, ops, weights
 from dflash_tools.engine.draft import DraftModel
 from dflash_tools.engine.target import TargetModel, load_target, resolve_target_folder
 from dflash_tools.errors import DflashToolsError, OperationError, UsageError
-from dflash_tools.geometry import layout_name
 from dflash_tools.smoke.contract import (
     SCHEMA_VERSION,
     ContractError,

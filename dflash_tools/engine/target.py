@@ -28,7 +28,8 @@ import torch
 from dflash_tools.engine import ops
 from dflash_tools.engine.draft import Fetch, need_tensor
 from dflash_tools.errors import OperationError, SourceError
-from dflash_tools.source import EXAMPLE_PREFIX, examples_dir, looks_like_repo_id
+from dflash_tools.reading.local import examples_dir
+from dflash_tools.reading.source import EXAMPLE_PREFIX, looks_like_repo_id
 
 BUILTIN_ARCHITECTURES = ("Qwen3ForCausalLM", "Qwen2ForCausalLM", "LlamaForCausalLM", "MistralForCausalLM")
 

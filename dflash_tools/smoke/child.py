@@ -16,13 +16,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from dflash_tools.smoke import contract
-
-PROGRESS_PREFIX = "[dflash-tools] "
-
-
-def progress(message: str) -> None:
-    """A line the launcher shows as live progress (the log is this process's stderr)."""
-    print(f"{PROGRESS_PREFIX}{message}", file=sys.stderr, flush=True)
+from dflash_tools.smoke.contract import progress
 
 
 def _write(path: Path, document: Any) -> None:

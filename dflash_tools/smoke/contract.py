@@ -90,10 +90,18 @@ output_texts            decoded outputs, one string per prompt
 from __future__ import annotations
 
 import math
+import sys
 from typing import Any, NotRequired, TypedDict
 
 SCHEMA_VERSION = 1
 ENGINES = ("vllm", "torch")
+# Progress lines: the child prints them to its stderr (the log); the launcher shows them live.
+PROGRESS_PREFIX = "[dflash-tools] "
+
+
+def progress(message: str) -> None:
+    """A line the launcher shows as live progress (the log is this process's stderr)."""
+    print(f"{PROGRESS_PREFIX}{message}", file=sys.stderr, flush=True)
 
 
 class SmokeRequest(TypedDict):

@@ -24,16 +24,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dflash_tools.description import Algorithm, DraftDescription
+from dflash_tools.draft.description import Algorithm, DraftDescription
+from dflash_tools.draft.findings import Finding, Severity, has_errors, make_finding, sort_findings
+from dflash_tools.draft.geometry import layout_name, num_query_tokens
+from dflash_tools.draft.target import TargetSpec
 from dflash_tools.errors import DflashToolsError, UsageError
-from dflash_tools.findings import Finding, Severity, has_errors, make_finding, sort_findings
-from dflash_tools.geometry import layout_name, num_query_tokens
 from dflash_tools.inspect import InspectReport, inspect_loaded
+from dflash_tools.reading.source import load_checkpoint, looks_like_repo_id
 from dflash_tools.smoke import contract
 from dflash_tools.smoke.capability import VllmCapability
 from dflash_tools.smoke.presets import SANITY_FLOOR, DraftEntry, Floor
-from dflash_tools.source import load_checkpoint, looks_like_repo_id
-from dflash_tools.target import TargetSpec
 from dflash_tools.vllm_plugin.markers import ENTRY_POINT_NAME, REQUIRE_ENV
 
 V2_ENV = "VLLM_USE_V2_MODEL_RUNNER"
@@ -206,7 +206,8 @@ def _served_path(report: InspectReport, source: str) -> str:
 def _target_for_engine(target: str | None) -> str:
     if target is None:
         return ""
-    from dflash_tools.source import EXAMPLE_PREFIX, examples_dir
+    from dflash_tools.reading.local import examples_dir
+    from dflash_tools.reading.source import EXAMPLE_PREFIX
 
     if target.startswith(EXAMPLE_PREFIX):
         return str((examples_dir() / target[len(EXAMPLE_PREFIX) :]).resolve())

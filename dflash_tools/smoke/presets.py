@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dflash_tools.draft.profiles import configs_dir
 from dflash_tools.errors import UsageError
-from dflash_tools.profiles import configs_dir
 
 PRESET_SCHEMA_VERSION = 1
 DEFAULT_PROMPTS = "gsm8k-style.jsonl"

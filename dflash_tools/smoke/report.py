@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from dflash_tools.geometry import layout_name
+from dflash_tools.draft.geometry import layout_name
 from dflash_tools.smoke import contract
 from dflash_tools.smoke.plan import DraftPlan, RunPlan, SmokePlan
 from dflash_tools.smoke.presets import Floor

@@ -26,7 +26,6 @@ from dflash_tools.smoke.plan import RunPlan, SmokePlan
 from dflash_tools.vllm_plugin.markers import MARKER_DIR_ENV, read_markers, summarize
 
 CHILD_COMMAND_ENV = "DFLASH_TOOLS_SMOKE_CHILD"
-PROGRESS_PREFIX = "[dflash-tools] "
 KILL_GRACE_S = 10.0
 
 
@@ -90,8 +89,8 @@ class _LogWatcher:
         text = self.partial + chunk.decode("utf-8", errors="replace")
         *lines, self.partial = text.split("\n")
         for line in lines:
-            if line.startswith(PROGRESS_PREFIX):
-                self.on_progress(line[len(PROGRESS_PREFIX) :].strip())
+            if line.startswith(contract.PROGRESS_PREFIX):
+                self.on_progress(line[len(contract.PROGRESS_PREFIX) :].strip())
 
 
 def _stop_group(process: subprocess.Popen[bytes]) -> None:

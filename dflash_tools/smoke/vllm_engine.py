@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from dflash_tools.smoke import contract
-from dflash_tools.smoke.child import progress
+from dflash_tools.smoke.contract import progress
 from dflash_tools.smoke.metrics import ZERO, counters_from_metrics
 from dflash_tools.vllm_plugin.markers import MARKER_DIR_ENV, read_markers, summarize
 

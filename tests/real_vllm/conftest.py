@@ -22,7 +22,7 @@ import pytest
 
 from dflash_tools.convert import convert_checkpoint
 from dflash_tools.inspect import inspect_checkpoint
-from dflash_tools.source import examples_dir
+from dflash_tools.reading.local import examples_dir
 from dflash_tools.vllm_plugin.sources import installed_package_root
 
 PROBE = Path(__file__).parent / "probe.py"

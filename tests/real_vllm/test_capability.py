@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from dflash_tools.smoke.capability import detect_vllm
-from tests.test_smoke_plan import ANCHOR_DFLASH2, plan_for
+from tests.smoke.test_smoke_plan import ANCHOR_DFLASH2, plan_for
 
 pytestmark = pytest.mark.real_vllm
 

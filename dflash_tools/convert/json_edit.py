@@ -1,0 +1,244 @@
+"""Byte-preserving JSON edits: rewrite config.json and the shard index as a minimal diff.
+
+Rewritten JSON files keep the bytes of every value that did not change: key order, indentation,
+number spelling, inline lists. Only the members that changed are re-serialized, in the file's
+own style, so a normalization shows up as a minimal diff.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dflash_tools.files.atomic import atomic_write_text
+
+_WHITESPACE = re.compile(r"[ \t\n\r]*")
+_DECODER = json.JSONDecoder()
+# A \uXXXX escape of a non-ASCII code point: the file was written with ensure_ascii=True.
+_NON_ASCII_ESCAPE = re.compile(r"\\u(?:00[89a-fA-F][0-9a-fA-F]|0[1-9a-fA-F][0-9a-fA-F]{2}|[1-9a-fA-F][0-9a-fA-F]{3})")
+
+
+@dataclass
+class _Node:
+    """A parsed JSON value and where its text lies in the source."""
+
+    kind: str  # "object" | "array" | "scalar"
+    start: int
+    end: int
+    value: Any
+    # object: (key, key text span, value node) per member, in file order
+    members: list[tuple[str, tuple[int, int], _Node]] = field(default_factory=list)
+    items: list[_Node] = field(default_factory=list)
+
+
+def _skip(text: str, pos: int) -> int:
+    match = _WHITESPACE.match(text, pos)
+    return match.end() if match else pos
+
+
+def _parse(text: str, pos: int) -> _Node:
+    pos = _skip(text, pos)
+    char = text[pos : pos + 1]
+    if char == "{":
+        node = _Node("object", pos, pos, {})
+        pos = _skip(text, pos + 1)
+        if text[pos : pos + 1] == "}":
+            node.end = pos + 1
+            return node
+        while True:
+            if text[pos : pos + 1] != '"':
+                raise ValueError(f"expected a key at offset {pos}")
+            key, key_end = json.decoder.scanstring(text, pos + 1)  # type: ignore[attr-defined]
+            key_span = (pos, key_end)
+            pos = _skip(text, key_end)
+            if text[pos : pos + 1] != ":":
+                raise ValueError(f"expected ':' at offset {pos}")
+            child = _parse(text, pos + 1)
+            node.members.append((key, key_span, child))
+            node.value[key] = child.value
+            pos = _skip(text, child.end)
+            if text[pos : pos + 1] == ",":
+                pos = _skip(text, pos + 1)
+                continue
+            if text[pos : pos + 1] == "}":
+                node.end = pos + 1
+                return node
+            raise ValueError(f"expected ',' or '}}' at offset {pos}")
+    if char == "[":
+        node = _Node("array", pos, pos, [])
+        pos = _skip(text, pos + 1)
+        if text[pos : pos + 1] == "]":
+            node.end = pos + 1
+            return node
+        while True:
+            child = _parse(text, pos)
+            node.items.append(child)
+            node.value.append(child.value)
+            pos = _skip(text, child.end)
+            if text[pos : pos + 1] == ",":
+                pos = _skip(text, pos + 1)
+                continue
+            if text[pos : pos + 1] == "]":
+                node.end = pos + 1
+                return node
+            raise ValueError(f"expected ',' or ']' at offset {pos}")
+    value, end = _DECODER.raw_decode(text, pos)
+    return _Node("scalar", pos, end, value)
+
+
+def same_json(a: Any, b: Any) -> bool:
+    """Equal as JSON text would be: 1, 1.0 and true are different values here."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return list(a) == list(b) and all(same_json(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(same_json(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, float) and math.isnan(a):
+        return math.isnan(b)
+    return bool(a == b)
+
+
+@dataclass(frozen=True)
+class JsonStyle:
+    """How a file writes JSON: indent unit (None = one line), separators, escaping."""
+
+    indent: str | None = "  "
+    key_separator: str = ": "
+    item_separator: str = ","
+    ensure_ascii: bool = False
+    trailing: str = "\n"
+
+
+def detect_style(text: str) -> JsonStyle:
+    """The style of an existing JSON document (defaults: 2 spaces, ': ', UTF-8, final newline)."""
+    try:
+        root = _parse(text, 0)
+    except (ValueError, IndexError):
+        return JsonStyle()
+    ensure_ascii = bool(_NON_ASCII_ESCAPE.search(text)) and all(ord(c) < 128 for c in text)
+    trailing = text[root.end :]
+    indent: str | None = "  "
+    key_separator, item_separator = ": ", ","
+    if root.kind == "object" and root.members:
+        _, (_, key_end), first = root.members[0]
+        key_separator = text[key_end : first.start]
+        lead = text[root.start + 1 : root.members[0][1][0]]
+        if "\n" in lead:
+            indent = lead.rsplit("\n", 1)[1]
+            item_separator = ","
+        else:
+            indent = None
+            if len(root.members) > 1:
+                item_separator = text[first.end : root.members[1][1][0]]
+            else:
+                item_separator = ", " if key_separator.endswith(" ") else ","
+    return JsonStyle(indent, key_separator or ": ", item_separator, ensure_ascii, trailing)
+
+
+def _fresh(value: Any, style: JsonStyle, base_indent: str | None) -> str:
+    """A value that did not exist in the file, written in the file's style at this depth."""
+    if style.indent is None or base_indent is None:
+        return json.dumps(
+            value,
+            ensure_ascii=style.ensure_ascii,
+            separators=(style.item_separator, style.key_separator),
+            allow_nan=True,
+        )
+    text = json.dumps(
+        value,
+        indent=style.indent,
+        ensure_ascii=style.ensure_ascii,
+        separators=(",", style.key_separator),
+        allow_nan=True,
+    )
+    return text.replace("\n", "\n" + base_indent)
+
+
+def _inline_separators(node: _Node, text: str, style: JsonStyle) -> tuple[str, str]:
+    """Item and key separators of a container the file wrote on one line."""
+    # A pretty-printed file's one-line containers read `[1, 2]` unless they show otherwise.
+    item_separator = ", " if style.indent is not None else style.item_separator
+    key_separator = style.key_separator
+    if node.kind == "array" and len(node.items) > 1:
+        item_separator = text[node.items[0].end : node.items[1].start]
+    elif node.kind == "object" and node.members:
+        _, (_, key_end), first = node.members[0]
+        key_separator = text[key_end : first.start]
+        if len(node.members) > 1:
+            item_separator = text[first.end : node.members[1][1][0]]
+    return item_separator, key_separator
+
+
+def _emit(value: Any, node: _Node | None, text: str, style: JsonStyle, base_indent: str | None) -> str:
+    if node is not None and same_json(value, node.value):
+        return text[node.start : node.end]
+    if isinstance(value, dict) and node is not None and node.kind == "object" and node.members:
+        return _emit_object(value, node, text, style, base_indent)
+    if node is not None and node.kind in ("object", "array") and "\n" not in text[node.start : node.end]:
+        # A container the file kept on one line stays on one line, with its own separators.
+        item_separator, key_separator = _inline_separators(node, text, style)
+        return json.dumps(
+            value, ensure_ascii=style.ensure_ascii, separators=(item_separator, key_separator), allow_nan=True
+        )
+    return _fresh(value, style, base_indent)
+
+
+def _emit_object(value: dict[str, Any], node: _Node, text: str, style: JsonStyle, base_indent: str | None) -> str:
+    """Rebuild an object member by member: unchanged members keep their exact text."""
+    lead = text[node.start + 1 : node.members[0][1][0]]
+    tail = text[node.members[-1][2].end : node.end - 1]
+    _, (_, key_end), first_child = node.members[0]
+    key_separator = text[key_end : first_child.start]
+    item_separator = text[first_child.end : node.members[1][1][0]] if len(node.members) > 1 else "," + lead
+    multiline = "\n" in lead
+    child_indent = lead.rsplit("\n", 1)[1] if multiline else None
+    by_key = {key: (span, child) for key, span, child in node.members}
+    keys = list(value)
+    original_keys = [key for key, _, _ in node.members]
+    if len(original_keys) > 2 and original_keys == sorted(original_keys):
+        # A file written with sorted keys (transformers, speculators) gets new keys in place.
+        keys = sorted(keys)
+    parts = []
+    for key in keys:
+        item = value[key]
+        if key in by_key:
+            (key_start, key_stop), child = by_key[key]
+            key_text = text[key_start:key_stop]
+            value_text = _emit(item, child, text, style, child_indent)
+        else:
+            key_text = json.dumps(key, ensure_ascii=style.ensure_ascii)
+            value_text = _fresh(item, style, child_indent)
+        parts.append(f"{key_text}{key_separator}{value_text}")
+    if not parts:
+        return "{}"
+    return "{" + lead + item_separator.join(parts) + tail + "}"
+
+
+def dumps_like(value: Any, original: str | None, *, style_from: str | None = None) -> str:
+    """Serialize `value` reusing `original`'s bytes for every member that did not change.
+
+    With no original, the value is written fresh in the style of `style_from` (or 2-space
+    indent, UTF-8, one trailing newline). `dumps_like(json.loads(text), text) == text` for any
+    valid JSON text.
+    """
+    if original is not None:
+        try:
+            root = _parse(original, 0)
+        except (ValueError, IndexError):
+            root = None
+        if root is not None:
+            style = detect_style(original)
+            lead = original[: root.start]
+            trailing = original[root.end :]
+            return lead + _emit(value, root, original, style, "") + trailing
+    style = detect_style(style_from) if style_from is not None else JsonStyle()
+    return _fresh(value, style, "") + style.trailing
+
+
+def write_json_like(path: Path, value: Any, original: str | None) -> None:
+    atomic_write_text(path, dumps_like(value, original))

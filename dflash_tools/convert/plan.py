@@ -1,0 +1,290 @@
+"""The edit plan: everything `convert` will do, decided before anything is written.
+
+`plan_conversion` reads config and headers (`reading`), inspects them (`inspect`), decides the
+output geometry (`decide`), renders the config (same dialect: `dialects.normalize`; across
+dialects: `translate`) as a byte-preserving edit (`json_edit`), and lists the tensor edits
+(drops, prefix renames) that `repack` will apply.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dflash_tools import dialects
+from dflash_tools.convert.decide import Decision, decide_geometry
+from dflash_tools.convert.json_edit import dumps_like, same_json
+from dflash_tools.convert.repack import TensorEdits
+from dflash_tools.convert.translate import TARGET_FAMILIES, check_cross_dialect, fill_missing_verifier, render_cross
+from dflash_tools.draft.description import Dialect, DraftDescription
+from dflash_tools.draft.geometry import Geometry, resolve_geometry
+from dflash_tools.draft.target import TargetSpec, load_target
+from dflash_tools.draft.tensors import Requirement, expected_tensors
+from dflash_tools.errors import OperationError, UsageError
+from dflash_tools.files.hf_cache import is_in_hf_cache
+from dflash_tools.inspect import InspectReport, inspect_loaded
+from dflash_tools.reading.checkpoint import (
+    CONFIG_NAME,
+    LoadedCheckpoint,
+)
+from dflash_tools.reading.local import load_following_links
+from dflash_tools.reading.source import load_checkpoint
+
+# Longest first: `model.draft_model.x` must lose both parts.
+_TENSOR_PREFIXES = ("model.draft_model.", "draft_model.", "model.")
+
+
+@dataclass(frozen=True)
+class TensorChange:
+    name: str
+    action: str  # "drop" | "rename"
+    file: str
+    reason: str
+    new_name: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name, "action": self.action, "file": self.file, "reason": self.reason}
+        if self.new_name is not None:
+            out["new_name"] = self.new_name
+        return out
+
+
+@dataclass
+class ConvertPlan:
+    """Everything `convert` will do, decided before anything is written."""
+
+    loaded: LoadedCheckpoint
+    before: InspectReport
+    description: DraftDescription
+    output_dialect: Dialect
+    geometry: Geometry
+    config: dict[str, Any]
+    config_text: str
+    decisions: list[Decision] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    tensor_changes: list[TensorChange] = field(default_factory=list)
+    target: TargetSpec | None = None
+    output_geometry: Geometry | None = None  # what the written config says, as inspect reads it
+
+    @property
+    def original_text(self) -> str:
+        return self.loaded.config_text or ""
+
+    @property
+    def cross_dialect(self) -> bool:
+        return self.output_dialect.family != self.description.dialect.family
+
+    @property
+    def config_changed(self) -> bool:
+        return self.config_text != self.original_text
+
+    @property
+    def edits(self) -> TensorEdits:
+        return TensorEdits(
+            drop=frozenset(c.name for c in self.tensor_changes if c.action == "drop"),
+            rename={c.name: c.new_name for c in self.tensor_changes if c.action == "rename" and c.new_name},
+        )
+
+    @property
+    def changed(self) -> bool:
+        return self.config_changed or bool(self.tensor_changes)
+
+    def changed_keys(self) -> list[str]:
+        """Dotted paths of every config value added, removed or changed."""
+        return _changed_paths(self.loaded.config or {}, self.config)
+
+    def diff(self) -> str:
+        """Unified diff of config.json (empty when it does not change)."""
+        return "".join(
+            difflib.unified_diff(
+                self.original_text.splitlines(keepends=True),
+                self.config_text.splitlines(keepends=True),
+                fromfile=f"a/{CONFIG_NAME}",
+                tofile=f"b/{CONFIG_NAME}",
+            )
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        before = self.before.geometry
+        return {
+            "source": self.loaded.source,
+            "source_kind": self.loaded.kind,
+            "location": self.loaded.location,
+            "commit": self.loaded.commit,
+            "dialect": {"before": self.description.dialect.value, "after": self.output_dialect.value},
+            "algorithm": self.description.algorithm.value,
+            "geometry": {
+                "before": before.to_dict() if before else None,
+                "after": (self.output_geometry or self.geometry).to_dict(),
+            },
+            "decisions": [d.to_dict() for d in self.decisions],
+            "warnings": list(self.warnings),
+            "config": {"changed": self.config_changed, "changed_keys": self.changed_keys(), "diff": self.diff()},
+            "tensors": {"changes": [c.to_dict() for c in self.tensor_changes]},
+            "changed": self.changed,
+        }
+
+
+def plan_conversion(
+    source: str | LoadedCheckpoint,
+    *,
+    to: str | None = None,
+    block_size: int | None = None,
+    sample_from_anchor: bool | None = None,
+    target: str | TargetSpec | None = None,
+    force: bool = False,
+    revision: str | None = None,
+    token: str | None = None,
+    timeout: float | None = None,
+) -> ConvertPlan:
+    """Decide the output config and tensor edits; reads config and headers only, writes nothing.
+
+    Raises SourceError (unreachable source), UsageError (bad option values) or OperationError
+    (a refused conversion: the message says why and which flag settles it).
+    """
+    if to is not None and to not in TARGET_FAMILIES:
+        raise UsageError(f"--to {to}: expected one of {', '.join(TARGET_FAMILIES)}", "drop --to to keep the dialect")
+    if block_size is not None and block_size < 1:
+        raise UsageError(f"--block-size {block_size}: must be a positive integer", "pass the trained block size")
+    loaded = (
+        source
+        if isinstance(source, LoadedCheckpoint)
+        else load_checkpoint(source, revision=revision, token=token, timeout=timeout)
+    )
+    loaded = follow_cache_links(loaded)
+    target_spec = load_target(target, token=token, timeout=timeout) if isinstance(target, str) else target
+    before = inspect_loaded(loaded, target=target_spec)
+    name = loaded.source
+    if loaded.config is None:
+        reason = next((f.message for f in before.findings if f.code == "DFT001"), f"{CONFIG_NAME} is unusable")
+        raise OperationError(f"{name}: cannot convert: {reason}", "restore config.json, then run convert again")
+    desc = before.description
+    if desc is None:
+        reason = next(
+            (f.message for f in before.findings if f.code in ("DFT002", "DFT006")), "the config cannot be read"
+        )
+        raise OperationError(f"{name}: cannot convert: {reason}", "run `dflash-tools inspect` on it for details")
+
+    family = desc.dialect.family
+    destination = to or family
+    cross = destination != family
+    if cross:
+        check_cross_dialect(desc, destination)
+
+    decisions: list[Decision] = []
+    warnings: list[str] = []
+    geometry = decide_geometry(
+        desc, block_size, sample_from_anchor, force=force, decisions=decisions, warnings=warnings
+    )
+
+    if not cross:
+        config = dialects.normalize(desc, geometry)
+        if target_spec is not None and family == "speculators":
+            fill_missing_verifier(config, target_spec, decisions)
+        config_text = dumps_like(config, loaded.config_text)
+    else:
+        config = render_cross(loaded.config, desc, destination, geometry, target_spec, decisions, warnings)
+        config_text = dumps_like(config, None, style_from=loaded.config_text)
+
+    output_desc, problems = _describe(config)
+    if output_desc is None:  # pragma: no cover - every writer output is readable by its reader
+        raise OperationError(f"internal error: the converted config cannot be read back ({problems})")
+    plan = ConvertPlan(
+        loaded=loaded,
+        before=before,
+        description=desc,
+        output_dialect=output_desc.dialect,
+        geometry=geometry,
+        config=config,
+        config_text=config_text,
+        decisions=decisions,
+        warnings=warnings,
+        target=target_spec,
+        output_geometry=resolve_geometry(output_desc)[0],
+    )
+    plan.tensor_changes = _tensor_changes(loaded, output_desc, destination, cross)
+    if not loaded.weights_inspected:
+        warnings.append("weights were not inspected (no safetensors headers): only config.json is converted")
+    return plan
+
+
+def follow_cache_links(loaded: LoadedCheckpoint) -> LoadedCheckpoint:
+    """A local Hugging Face snapshot folder, with its blob links read through (see load_following_links)."""
+    folder = loaded.local_dir
+    if loaded.kind != "local" or folder is None or not Path(loaded.location).is_dir() or not is_in_hf_cache(folder):
+        return loaded
+    return load_following_links(folder, loaded.source)
+
+
+def _describe(config: dict[str, Any]) -> tuple[DraftDescription | None, str]:
+    try:
+        return dialects.read(config), ""
+    except (dialects.UnknownDialect, dialects.ConfigInvalid) as exc:
+        return None, str(exc)
+
+
+def _tensor_changes(
+    loaded: LoadedCheckpoint, output_desc: DraftDescription, destination: str, cross: bool
+) -> list[TensorChange]:
+    expected = {t.name for t in expected_tensors(output_desc) if t.requirement is not Requirement.FORBIDDEN}
+    changes: list[TensorChange] = []
+    taken = set(loaded.tensors)
+    for name, tensor in loaded.tensors.items():
+        if name.startswith("verifier_"):
+            changes.append(
+                TensorChange(
+                    name,
+                    "drop",
+                    tensor.file,
+                    "verifier-owned tensor from an older speculators save; vLLM cannot load it",
+                )
+            )
+            continue
+        if cross and destination == "zlab" and name == "embed_tokens.weight":
+            changes.append(
+                TensorChange(
+                    name,
+                    "drop",
+                    tensor.file,
+                    "z-lab drafts use the target's embeddings; older speculators saves carried a copy",
+                )
+            )
+            continue
+        for prefix in _TENSOR_PREFIXES:
+            if name.startswith(prefix):
+                stripped = name[len(prefix) :]
+                if stripped in expected and stripped not in taken:
+                    taken.add(stripped)
+                    changes.append(
+                        TensorChange(
+                            name,
+                            "rename",
+                            tensor.file,
+                            f"DFlash loaders expect un-prefixed names (no {prefix!r})",
+                            stripped,
+                        )
+                    )
+                break
+    return changes
+
+
+def _changed_paths(before: Any, after: Any, prefix: str = "") -> list[str]:
+    if isinstance(before, dict) and isinstance(after, dict):
+        paths: list[str] = []
+        for key in list(before) + [k for k in after if k not in before]:
+            path = f"{prefix}{key}"
+            if key not in after or key not in before:
+                paths.append(path)
+            elif not same_json(before[key], after[key]):
+                paths.extend(_changed_paths(before[key], after[key], path + "."))
+        return paths
+    if isinstance(before, list) and isinstance(after, list) and len(before) == len(after):
+        paths = []
+        for index, (old, new) in enumerate(zip(before, after, strict=True)):
+            if not same_json(old, new):
+                nested = _changed_paths(old, new, f"{prefix.rstrip('.')}[{index}].")
+                paths.extend(nested)
+        return paths
+    return [prefix.rstrip(".")]

@@ -1,0 +1,122 @@
+"""`convert_checkpoint`: read, plan, then write to a new folder or in place, verify, and push.
+
+The steps, each its own module: `plan` (decide what changes: `decide`, `translate`; tensor edits)
+-> `build` (byte-preserving JSON edits via `json_edit`, shards via `repack`, in a staging folder)
+-> `verify` -> `write` (publish, or swap in place) -> `hub_io` (download the source, push the result).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from dflash_tools.convert.build import planned_files
+from dflash_tools.convert.hub_io import (
+    commit_description,
+    default_commit_message,
+    local_checkpoint,
+    push_folder,
+    require_cached_weights,
+)
+from dflash_tools.convert.plan import follow_cache_links, plan_conversion
+from dflash_tools.convert.result import ConvertResult
+from dflash_tools.convert.write import (
+    check_in_place,
+    check_output,
+    finish_interrupted_swap,
+    require_folder,
+    run_in_place,
+    run_to_output,
+)
+from dflash_tools.draft.target import TargetSpec
+from dflash_tools.errors import UsageError
+from dflash_tools.files.atomic import LinkMode
+from dflash_tools.reading.source import load_checkpoint
+
+
+def convert_checkpoint(
+    source: str,
+    output: str | Path | None = None,
+    *,
+    in_place: bool = False,
+    to: str | None = None,
+    block_size: int | None = None,
+    sample_from_anchor: bool | None = None,
+    target: str | TargetSpec | None = None,
+    force: bool = False,
+    backup: bool = True,
+    link_mode: LinkMode | str = LinkMode.AUTO,
+    dry_run: bool = False,
+    revision: str | None = None,
+    token: str | None = None,
+    timeout: float | None = None,
+    push_to_hub: str | None = None,
+    create_pr: bool = True,
+    commit_message: str | None = None,
+) -> ConvertResult:
+    """Convert `source` into `output` (a new folder), or rewrite it `in_place`.
+
+    `dry_run` decides everything (including the refusals about the output) and writes nothing.
+    With `push_to_hub`, the result is uploaded as a pull request (or a direct commit with
+    `create_pr=False`). Raises UsageError for option mistakes and output locations that cannot
+    be used, OperationError for refused conversions and failed verification or upload.
+    """
+    mode = LinkMode(link_mode)
+    if in_place and output is not None:
+        raise UsageError("--in-place and -o/--output exclude each other", "pass one of them")
+    if not in_place and output is None and not dry_run:
+        raise UsageError("no output given", "pass -o OUT (a new folder), --in-place, --dry-run or --check")
+    recovered = finish_interrupted_swap(Path(source)) if in_place and not dry_run else []
+    loaded = follow_cache_links(load_checkpoint(source, revision=revision, token=token, timeout=timeout))
+    if not dry_run:
+        # A plan (--dry-run, --check) works on a lone config.json too; writing needs the folder.
+        require_folder(loaded)
+        require_cached_weights(loaded)
+    plan = plan_conversion(
+        loaded,
+        to=to,
+        block_size=block_size,
+        sample_from_anchor=sample_from_anchor,
+        target=target,
+        force=force,
+        token=token,
+        timeout=timeout,
+    )
+    destination: Path | None
+    if in_place:
+        destination = check_in_place(loaded, plan, backup=backup, force=force)
+    elif output is not None:
+        destination = check_output(Path(output), loaded, force=force)
+    else:
+        destination = None
+    run_mode = "dry-run" if dry_run else ("in-place" if in_place else "output")
+    result = ConvertResult(plan=plan, mode=run_mode, output=destination)
+    if recovered:
+        result.notes.append(
+            "finished an interrupted in-place conversion: shards " + ", ".join(recovered) + " took their final names"
+        )
+    if dry_run:
+        result.files = planned_files(plan)
+        return result
+    if in_place and not plan.changed:
+        result.notes.append("already normalized: nothing to write")
+    else:
+        assert destination is not None
+        local = local_checkpoint(loaded, token=token)
+        if in_place:
+            run_in_place(plan, local, destination, result, backup=backup)
+        else:
+            if local.kind == "example" and mode is LinkMode.AUTO:
+                # Never tie a user's folder to files inside the installed package.
+                mode = LinkMode.COPY
+            run_to_output(plan, local, destination, result, mode, force=force)
+    if push_to_hub:
+        assert destination is not None
+        result.push = push_folder(
+            destination,
+            push_to_hub,
+            create_pr=create_pr,
+            token=token,
+            commit_message=commit_message or default_commit_message(plan),
+            commit_description=commit_description(plan),
+        )
+    return result

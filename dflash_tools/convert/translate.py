@@ -1,0 +1,223 @@
+"""Translate between z-lab and speculators: refuse what would change behaviour, then render.
+
+The writers live in `dialects` (one per format); this module adds convert's side: which drafts
+may cross (`check_cross_dialect`), the restore record that makes a round trip exact, and the
+decisions that tell the user what was mapped.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dflash_tools import dialects
+from dflash_tools._version import __version__
+from dflash_tools.convert.decide import Decision
+from dflash_tools.dialects import speculators as speculators_dialect
+from dflash_tools.dialects import zlab as zlab_dialect
+from dflash_tools.draft.description import Algorithm, Dialect, DraftDescription
+from dflash_tools.draft.geometry import Geometry
+from dflash_tools.draft.target import TargetSpec
+from dflash_tools.errors import OperationError
+
+# Cross-dialect outputs carry the source config under this key, so converting back restores it
+# exactly (key order, auto_map, token ids, versions...). Engines and both dialects' loaders
+# ignore unknown top-level keys.
+RESTORE_KEY = "dflash_tools_restore"
+TARGET_FAMILIES = ("zlab", "speculators")
+
+
+def check_cross_dialect(desc: DraftDescription, destination: str) -> None:
+    """Refuse every translation that would change behaviour without saying so (SPEC §3)."""
+    family = desc.dialect.family
+    if family not in TARGET_FAMILIES or desc.algorithm not in (Algorithm.DFLASH, Algorithm.DFLASH2):
+        raise OperationError(
+            f"--to {destination}: cross-dialect conversion covers z-lab <-> speculators DFlash and DFlash2 drafts, "
+            f"and this is a {desc.dialect.value} draft",
+            "drop --to to normalize it in its own dialect",
+        )
+    vocab, draft_vocab = desc.decoder.vocab_size, desc.draft_vocab_size
+    if desc.algorithm is Algorithm.DFLASH2 and desc.reduced_vocabulary:
+        raise OperationError(
+            f"DFlash2 needs the full target vocabulary, but draft_vocab_size {draft_vocab} != vocab_size {vocab}: "
+            "no dialect can serve this draft as it stands",
+            "re-export the draft with the full vocabulary (or, if it is full, set draft_vocab_size to vocab_size)",
+        )
+    if destination == "zlab" and desc.reduced_vocabulary:
+        absent = "draft_vocab_size" not in desc.raw_config
+        raise OperationError(
+            f"reduced vocabulary (draft_vocab_size {draft_vocab}"
+            + (" by speculators' class default, the key is absent" if absent else "")
+            + f", vocab_size {vocab}, d2t map) has no z-lab equivalent: z-lab drafts predict the full vocabulary",
+            f'if the draft predicts the full vocabulary, add "draft_vocab_size": {vocab} first; '
+            "otherwise keep it in speculators form (drop --to zlab)"
+            if absent
+            else "keep it in speculators form (drop --to zlab)",
+        )
+    if desc.dflash2 is not None:
+        for key in zlab_dialect.DFLASH2_SCALARS:
+            value = getattr(desc.dflash2, key)
+            if zlab_dialect.scalar_is_default(key, value):
+                continue
+            if destination == "speculators":
+                raise OperationError(
+                    f"dflash_config.{key} = {value} has no speculators equivalent (speculators and vLLM's "
+                    "speculators path ignore it): the converted draft would behave differently",
+                    "keep it in z-lab form (drop --to speculators)",
+                )
+            raise OperationError(
+                f"{key} = {value} is stored but speculators never applied it, and z-lab would: "
+                "the converted draft would behave differently",
+                f"remove {key} from config.json if the draft was trained without it, then convert again",
+            )
+    if destination == "speculators" and desc.is_causal is True:
+        layer_types = desc.decoder.layer_types
+        if layer_types is None or "full_attention" in layer_types:
+            raise OperationError(
+                "is_causal: true makes every layer causal, and speculators has no form for causal "
+                "full-attention layers (its full-attention layers are always bidirectional)",
+                "keep it in z-lab form (drop --to speculators)",
+            )
+
+
+def _verifier_record(target: TargetSpec | None) -> dict[str, Any] | None:
+    if target is None:
+        return None
+    return {"architectures": list(target.architectures), "name_or_path": target.source}
+
+
+def fill_missing_verifier(config: dict[str, Any], target: TargetSpec, decisions: list[Decision]) -> None:
+    spec = config.get("speculators_config")
+    if not isinstance(spec, dict):
+        return
+    verifier = spec.get("verifier")
+    if isinstance(verifier, dict) and verifier.get("name_or_path"):
+        return
+    spec["verifier"] = _verifier_record(target)
+    decisions.append(
+        Decision(
+            "speculators_config.verifier", target.source, "flag", f"verifier recorded from --target {target.source}"
+        )
+    )
+
+
+def render_cross(
+    source_config: dict[str, Any],
+    desc: DraftDescription,
+    destination: str,
+    geometry: Geometry,
+    target: TargetSpec | None,
+    decisions: list[Decision],
+    warnings: list[str],
+) -> dict[str, Any]:
+    stripped = {k: v for k, v in source_config.items() if k != RESTORE_KEY}
+    plain = dialects.read(stripped)
+    record = source_config.get(RESTORE_KEY)
+    base: dict[str, Any] | None = None
+    record_dialect = ""
+    if isinstance(record, dict) and isinstance(record.get("config"), dict) and isinstance(record.get("dialect"), str):
+        try:
+            record_family = Dialect(record["dialect"]).family
+        except ValueError:
+            record_family = None
+        if record_family == destination:
+            base = record["config"]
+            record_dialect = record["dialect"]
+    config = dialects.render(
+        destination,
+        plain,
+        geometry,
+        base_config=base,
+        verifier=_verifier_record(target),
+        num_target_layers=target.num_hidden_layers if target is not None else None,
+    )
+    if base is not None:
+        decisions.append(
+            Decision(
+                RESTORE_KEY,
+                None,
+                "mapped",
+                f"restored the original {record_dialect} config kept by an earlier conversion",
+            )
+        )
+    else:
+        config[RESTORE_KEY] = {
+            "dialect": desc.dialect.value,
+            "written_by": f"dflash-tools {__version__}",
+            "config": stripped,
+        }
+        decisions.append(
+            Decision(
+                RESTORE_KEY,
+                desc.dialect.value,
+                "mapped",
+                f"the source config is kept under {RESTORE_KEY}, so converting back restores it exactly",
+            )
+        )
+    shift = "+1" if destination == "speculators" else "-1"
+    decisions.append(
+        Decision(
+            "layer ids",
+            [i + 1 for i in desc.target_layer_ids] if destination == "speculators" else list(desc.target_layer_ids),
+            "mapped",
+            f"layer ids shifted by {shift}: z-lab dflash_config.target_layer_ids {list(desc.target_layer_ids)} <-> "
+            f"speculators aux_hidden_state_layer_ids {[i + 1 for i in desc.target_layer_ids]}",
+        )
+    )
+    if destination == "speculators":
+        non_causal = desc.is_causal is False
+        origin = (
+            "is_causal: false"
+            if desc.is_causal is False
+            else "no is_causal (sliding layers causal, full layers bidirectional)"
+        )
+        decisions.append(
+            Decision(
+                "sliding_window_non_causal",
+                non_causal,
+                "mapped",
+                f"sliding_window_non_causal = {str(non_causal).lower()} from z-lab {origin}",
+            )
+        )
+        layer_types = desc.decoder.layer_types
+        if not non_causal and (layer_types is None or "full_attention" in layer_types):
+            warnings.append(
+                "the speculators form has sliding_window_non_causal = false with full-attention layers: "
+                "vLLM 0.33 runs those layers causally (DFT040); serve the z-lab form to keep them bidirectional"
+            )
+        if target is None:
+            warnings.append("no --target: speculators_config.verifier is left empty; pass --target to record it")
+        else:
+            decisions.append(
+                Decision(
+                    "speculators_config.verifier",
+                    target.source,
+                    "flag",
+                    f"verifier recorded from --target {target.source}",
+                )
+            )
+    else:
+        non_causal = speculators_dialect.sliding_window_non_causal(desc)
+        how = (
+            "explicit" if desc.sliding_window_non_causal is not None else f"speculators {desc.algorithm.value} default"
+        )
+        decisions.append(
+            Decision(
+                "is_causal",
+                False if non_causal else None,
+                "mapped",
+                f"sliding_window_non_causal = {str(non_causal).lower()} ({how}) -> "
+                + (
+                    "is_causal: false (every layer bidirectional)" if non_causal else "no is_causal (per-layer default)"
+                ),
+            )
+        )
+        if target is not None:
+            decisions.append(
+                Decision(
+                    "num_target_layers",
+                    target.num_hidden_layers,
+                    "flag",
+                    f"num_target_layers from --target {target.source}",
+                )
+            )
+    return config

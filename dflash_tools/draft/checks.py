@@ -1,0 +1,150 @@
+"""Config-level checks that need neither tensors nor a target."""
+
+from __future__ import annotations
+
+from dflash_tools.draft.description import Algorithm, Dialect, DraftDescription
+from dflash_tools.draft.findings import Finding, make_finding
+
+
+def check_config(desc: DraftDescription) -> list[Finding]:
+    findings: list[Finding] = []
+    findings.extend(check_layer_id_order(desc))
+    findings.extend(check_mask_token(desc))
+    findings.extend(check_causality(desc))
+    findings.extend(check_dflash2_vocabulary(desc))
+    return findings
+
+
+def _raw_ids(desc: DraftDescription) -> list[int]:
+    """Layer ids as the file writes them (for messages that quote the file)."""
+    if desc.dialect.family == "speculators":
+        return [i + 1 for i in desc.target_layer_ids]
+    return list(desc.target_layer_ids)
+
+
+def check_layer_id_order(desc: DraftDescription) -> list[Finding]:
+    ids = desc.target_layer_ids
+    key = desc.target_layer_ids_key
+    findings: list[Finding] = []
+    if not ids:
+        findings.append(
+            make_finding("DFT030", f"{key} is empty: the draft captures no target layer", f"set {key}", keys=(key,))
+        )
+        return findings
+    duplicates = sorted({i for i in ids if ids.count(i) > 1})
+    if duplicates:
+        findings.append(
+            make_finding(
+                "DFT030",
+                f"{key} repeats layer ids {duplicates}: {_raw_ids(desc)}",
+                "each captured layer must appear once, in the order the draft was trained with",
+                keys=(key,),
+                values={key: _raw_ids(desc)},
+            )
+        )
+    elif ids != sorted(ids):
+        findings.append(
+            make_finding(
+                "DFT030",
+                f"{key} is not increasing: {_raw_ids(desc)}; vLLM sorts the ids, which silently permutes the fc input",
+                "list the ids in increasing order, and permute fc.weight's input blocks to match if training used this order",
+                keys=(key,),
+                values={key: _raw_ids(desc)},
+            )
+        )
+    if desc.dialect.family == "speculators" and 0 in _raw_ids(desc):
+        findings.append(
+            make_finding(
+                "DFT033",
+                f"{key} contains 0, the embedding output: speculators ids are hidden_states indices (z-lab id + 1), "
+                "so these ids look written in the z-lab convention",
+                "if the ids were copied from a z-lab config, add 1 to each (`dflash-tools convert --to speculators` does it)",
+                keys=(key,),
+                values={key: _raw_ids(desc)},
+            )
+        )
+    lowest = -1 if desc.dialect is Dialect.DSPARK_NATIVE else 0
+    negative = [i for i in ids if i < lowest]
+    if negative and desc.dialect.family != "speculators":
+        findings.append(
+            make_finding(
+                "DFT030",
+                f"{key} has ids below {lowest}: {_raw_ids(desc)}",
+                "layer ids are 0-based target layer indices",
+                keys=(key,),
+                values={key: _raw_ids(desc)},
+            )
+        )
+    return findings
+
+
+def check_mask_token(desc: DraftDescription) -> list[Finding]:
+    if desc.mask_token_id is None:
+        where = {
+            "zlab": "dflash_config.mask_token_id",
+            "speculators": "mask_token_id",
+            "open-spec": "speculative_config.mask_token_id",
+            "dspark-native": "mask_token_id",
+        }[desc.dialect.family]
+        return [
+            make_finding(
+                "DFT032",
+                f"{where} is missing: vLLM refuses to load a DFlash draft without a mask token",
+                f"set {where} to the mask token the draft was trained with",
+                keys=(where,),
+            )
+        ]
+    if desc.mask_token_id >= desc.decoder.vocab_size:
+        return [
+            make_finding(
+                "DFT032",
+                f"{desc.mask_token_id_key} = {desc.mask_token_id} is outside the vocabulary (vocab_size {desc.decoder.vocab_size})",
+                "use the mask token id of the target tokenizer",
+                keys=(desc.mask_token_id_key or "mask_token_id", "vocab_size"),
+                values={"mask_token_id": desc.mask_token_id, "vocab_size": desc.decoder.vocab_size},
+            )
+        ]
+    return []
+
+
+def check_causality(desc: DraftDescription) -> list[Finding]:
+    """vLLM maps speculators `sliding_window_non_causal` to one causal flag for every layer."""
+    if (
+        desc.dialect.family != "speculators"
+        or desc.algorithm is Algorithm.DSPARK
+        or desc.sliding_window_non_causal is not False
+    ):
+        return []
+    layer_types = desc.decoder.layer_types
+    full = (
+        [i for i, t in enumerate(layer_types) if t == "full_attention"]
+        if layer_types is not None
+        else list(range(desc.decoder.num_hidden_layers))
+    )
+    if not full:
+        return []
+    return [
+        make_finding(
+            "DFT040",
+            f"sliding_window_non_causal is false: vLLM sets dflash_config.causal = true for every layer, so "
+            f"full-attention layers {full} run causally although speculators trained them bidirectional",
+            "serve a z-lab conversion (`dflash-tools convert SRC -o OUT --to zlab`) or a vLLM that honours per-layer causality",
+            keys=("sliding_window_non_causal", "transformer_layer_config.layer_types"),
+            values={"full_attention_layers": full},
+        )
+    ]
+
+
+def check_dflash2_vocabulary(desc: DraftDescription) -> list[Finding]:
+    if desc.algorithm is not Algorithm.DFLASH2 or not desc.reduced_vocabulary:
+        return []
+    return [
+        make_finding(
+            "DFT032",
+            f"DFlash2 needs the full vocabulary, but draft_vocab_size {desc.draft_vocab_size} != vocab_size "
+            f"{desc.decoder.vocab_size}: the candidate selector scores over the target head without a d2t map",
+            "retrain or export the draft with the full target vocabulary",
+            keys=("draft_vocab_size", "vocab_size"),
+            values={"draft_vocab_size": desc.draft_vocab_size, "vocab_size": desc.decoder.vocab_size},
+        )
+    ]

@@ -1,0 +1,219 @@
+"""`inspect` as a library call: source -> config + headers -> description -> geometry -> findings."""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from dflash_tools import dialects
+from dflash_tools.draft.checks import check_config
+from dflash_tools.draft.description import DraftDescription
+from dflash_tools.draft.findings import Finding, has_errors, make_finding, sort_findings
+from dflash_tools.draft.geometry import Geometry, resolve_geometry
+from dflash_tools.draft.profiles import ProfileMatch, match_profile, profile_findings
+from dflash_tools.draft.target import TargetSpec, check_target, load_target
+from dflash_tools.draft.tensors import compare, expected_tensors, expected_totals, summarize
+from dflash_tools.reading.checkpoint import LoadedCheckpoint
+from dflash_tools.reading.safetensors_header import TensorHeader
+from dflash_tools.reading.source import load_checkpoint
+
+SCHEMA_VERSION = 1
+
+
+@dataclass
+class InspectReport:
+    loaded: LoadedCheckpoint
+    description: DraftDescription | None
+    geometry: Geometry | None
+    findings: list[Finding]
+    target: TargetSpec | None = None
+    profile: ProfileMatch | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return not has_errors(self.findings)
+
+    @property
+    def tensors(self) -> dict[str, TensorHeader]:
+        return self.loaded.tensors
+
+    def to_dict(self, *, include_tensors: bool = False) -> dict[str, Any]:
+        """The stable JSON document (schema_version 1)."""
+        desc, geometry, loaded = self.description, self.geometry, self.loaded
+        document: dict[str, Any] = {
+            "schema_version": SCHEMA_VERSION,
+            "source": loaded.source,
+            "location": loaded.location,
+            "source_kind": loaded.kind,
+            "revision": loaded.revision,
+            "commit": loaded.commit,
+            "dialect": desc.dialect.value if desc else None,
+            "algorithm": desc.algorithm.value if desc else None,
+            "geometry": geometry.to_dict() if geometry else None,
+            "model": _model_dict(desc) if desc else None,
+            "tensors": None,
+            "weights_inspected": loaded.weights_inspected,
+            "findings": [f.to_dict() for f in self.findings],
+            "ok": self.ok,
+        }
+        if loaded.weights_inspected:
+            tensors = summarize(loaded.tensors).to_dict()
+            tensors["files"] = len(loaded.shards)
+            tensors["header_bytes_read"] = loaded.bytes_read
+            document["tensors"] = tensors
+        if desc is not None:
+            count, parameters = expected_totals(expected_tensors(desc))
+            document["expected_tensors"] = {"count": count, "parameters": parameters}
+        if self.target is not None:
+            document["target"] = self.target.to_dict()
+        if self.profile is not None:
+            document["profile"] = self.profile.to_dict()
+        if include_tensors:
+            document["tensor_table"] = [
+                {"name": t.name, "dtype": t.dtype, "shape": list(t.shape), "bytes": t.num_bytes, "file": t.file}
+                for t in sorted(loaded.tensors.values(), key=lambda t: _natural_key(t.name))
+            ]
+        document.update(self.extra)
+        return document
+
+
+def _natural_key(name: str) -> list[Any]:
+    return [int(part) if part.isdigit() else part for part in name.split(".")]
+
+
+def _model_dict(desc: DraftDescription) -> dict[str, Any]:
+    d = desc.decoder
+    model: dict[str, Any] = {
+        "hidden_size": d.hidden_size,
+        "num_hidden_layers": d.num_hidden_layers,
+        "num_attention_heads": d.num_attention_heads,
+        "num_key_value_heads": d.num_key_value_heads,
+        "head_dim": d.head_dim,
+        "intermediate_size": d.intermediate_size,
+        "vocab_size": d.vocab_size,
+        "draft_vocab_size": desc.draft_vocab_size,
+        "target_layer_ids": list(desc.target_layer_ids),
+        "target_layer_ids_key": desc.target_layer_ids_key,
+        "num_target_layers": desc.num_target_layers,
+        "target_hidden_size": desc.target_hidden_size,
+        "mask_token_id": desc.mask_token_id,
+        "layer_types": d.layer_types,
+        "sliding_window": d.sliding_window,
+        "is_causal": desc.is_causal,
+        "sliding_window_non_causal": desc.sliding_window_non_causal,
+    }
+    if desc.dflash2 is not None:
+        s = desc.dflash2
+        model.update(
+            conv_kernel_size=s.conv_kernel_size,
+            conv_group_size=s.conv_group_size,
+            selector_rank=s.selector_rank,
+            selector_top_k=s.selector_top_k,
+            input_embedding_scale=s.input_embedding_scale,
+            output_multiplier=s.output_multiplier,
+            final_logit_softcapping=s.final_logit_softcapping,
+        )
+    if desc.dspark is not None:
+        model.update(
+            markov_rank=desc.dspark.markov_rank,
+            markov_head_type=desc.dspark.markov_head_type,
+            enable_confidence_head=desc.dspark.enable_confidence_head,
+        )
+    if desc.verifier_name is not None:
+        model["verifier"] = desc.verifier_name
+    return model
+
+
+def describe(config: dict[str, Any]) -> tuple[DraftDescription | None, list[Finding]]:
+    """Read a config dict into a description; failures become DFT002 / DFT006 findings."""
+    try:
+        desc = dialects.read(config)
+    except dialects.UnknownDialect:
+        return None, [
+            make_finding(
+                "DFT002",
+                "config.json matches no known draft dialect; looked for: " + "; ".join(dialects.markers()),
+                "is this a draft checkpoint? DFlash, DFlash2 and DSpark drafts in z-lab, speculators, "
+                "Open Spec or native DSpark form are supported",
+                keys=("architectures", "speculators_model_type", "open_spec_config_version"),
+            )
+        ]
+    except dialects.ConfigInvalid as exc:
+        return None, list(exc.findings)
+    return desc, list(desc.reader_findings)
+
+
+def inspect_loaded(
+    loaded: LoadedCheckpoint,
+    *,
+    target: TargetSpec | None = None,
+    num_speculative_tokens: int | None = None,
+) -> InspectReport:
+    findings = list(loaded.findings)
+    desc: DraftDescription | None = None
+    geometry: Geometry | None = None
+    if loaded.config is not None:
+        desc, read_findings = describe(loaded.config)
+        findings.extend(read_findings)
+    if desc is not None:
+        geometry, geometry_findings = resolve_geometry(desc, num_speculative_tokens)
+        findings.extend(geometry_findings)
+        findings.extend(check_config(desc))
+        if loaded.weights_inspected:
+            findings.extend(compare(desc, loaded.tensors))
+        if target is not None:
+            findings.extend(check_target(desc, target, loaded.tensors if loaded.weights_inspected else None))
+    report = InspectReport(loaded, desc, geometry, [], target)
+    if desc is None and loaded.config is not None:
+        detected = dialects.detect(loaded.config)
+        if detected is not None:
+            # The dialect is known even when the config is too broken to describe the draft.
+            report.extra["dialect"] = detected.value
+    if desc is not None:
+        report.profile = match_profile(loaded.source, report.to_dict())
+        findings.extend(profile_findings(report.profile))
+    report.findings = sort_findings(_dedupe([_with_paths(f, loaded.source) for f in findings]))
+    return report
+
+
+def _with_paths(finding: Finding, source: str) -> Finding:
+    """Hints are written with SRC/OUT placeholders; fill in this source and a suggested output."""
+    if "SRC" not in finding.hint:
+        return finding
+    name = source.removeprefix("hf://").rstrip("/")
+    out = "./" + (name.rsplit("/", 1)[-1] or "draft").removeprefix("example:") + "-normalized"
+    hint = finding.hint.replace("SRC", shlex.quote(name)).replace("OUT", shlex.quote(out))
+    return replace(finding, hint=hint)
+
+
+def _dedupe(findings: list[Finding]) -> list[Finding]:
+    seen: set[tuple[str, str]] = set()
+    out = []
+    for finding in findings:
+        key = (finding.code, finding.message)
+        if key not in seen:
+            seen.add(key)
+            out.append(finding)
+    return out
+
+
+def inspect_checkpoint(
+    source: str,
+    *,
+    target: str | TargetSpec | None = None,
+    num_speculative_tokens: int | None = None,
+    revision: str | None = None,
+    token: str | None = None,
+    target_revision: str | None = None,
+    timeout: float | None = None,
+) -> InspectReport:
+    """Inspect one checkpoint. Raises SourceError when the draft or target cannot be reached."""
+    loaded = load_checkpoint(source, revision=revision, token=token, timeout=timeout)
+    target_spec = (
+        load_target(target, revision=target_revision, token=token, timeout=timeout)
+        if isinstance(target, str)
+        else target
+    )
+    return inspect_loaded(loaded, target=target_spec, num_speculative_tokens=num_speculative_tokens)

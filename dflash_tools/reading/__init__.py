@@ -1,0 +1,9 @@
+"""Reading a checkpoint: config.json and safetensors headers, never weights, never remote code.
+
+`source.load_checkpoint` is the entry: it resolves SOURCE (folder, file, `example:NAME`, Hub repo)
+and hands it to `local` or `hub`; both fill in a `checkpoint.LoadedCheckpoint` with the shard and
+index helpers that live there, below both. `safetensors_header` parses headers from bytes.
+
+Imports: `files`, `errors`, and `draft.findings` (the finding vocabulary, which imports nothing of
+ours). Never `draft`'s rules, `dialects` or any command.
+"""
