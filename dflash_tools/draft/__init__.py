@@ -2,8 +2,9 @@
 
 `description` (the one normalized draft description every dialect reads into), `geometry` (the
 block-size / sample_from_anchor rules: the only place they live), `tensors` (expected tensors and
-their shapes), `checks` (config sanity), `target` (pairing with a target model), `profiles` (known
-published checkpoints) and `findings` (the catalogue of finding codes, shared by every layer).
+their shapes), `checks` (config sanity), `sliding_window` (which keys a sliding layer sees, trained
+vs served; DFT055), `target` (pairing with a target model), `profiles` (known published checkpoints)
+and `findings` (the catalogue of finding codes, shared by every layer).
 
 Imports: `reading`, `files`, `errors`. `findings` imports nothing of ours. Never `dialects` or a
 command.

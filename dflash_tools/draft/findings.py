@@ -55,6 +55,7 @@ _CATALOGUE: tuple[CodeInfo, ...] = (
     CodeInfo("DFT034", Severity.WARNING, "RoPE settings differ from the target's"),
     CodeInfo("DFT040", Severity.WARNING, "speculators draft whose full-attention layers vLLM will run causally"),
     CodeInfo("DFT041", Severity.WARNING, "layout or algorithm the selected vLLM runner cannot serve as declared"),
+    CodeInfo("DFT055", Severity.INFO, "sliding layers see other context keys served (vLLM) than trained (speculators)"),
     CodeInfo("DFT050", Severity.INFO, "departs from the published profile of a known checkpoint"),
     CodeInfo(
         "DFT051",

@@ -9,8 +9,8 @@ context, and rejected tokens never reach it.
 A draft step runs Q query rows at positions P .. P + Q - 1 (P = position of the anchor, the last
 verified token not yet run through the target): row 0 holds the anchor's embedding, the others the
 mask token's, all taken from the target's embedding table (times `input_embedding_scale`). Queries
-attend over [context; block] with the layer's own causality and sliding window (see
-`layer_attention`). A layer is
+attend over [context; block] with the layer's own causality (`layer_attention`) and the sliding
+window as vLLM serves it (`served_key_mask`). A layer is
 
     x = input_layernorm(h);          (x, kernel) = attention_conv.prepare(x)     # DFlash2 only
     a = o_proj(attention(x));        h = h + attention_conv.finish(a, kernel)
@@ -103,6 +103,23 @@ def layer_attention(desc: DraftDescription) -> list[LayerAttention]:
             causal = sliding and not non_causal_sliding
         out.append(LayerAttention(causal=causal, window=window if sliding else None))
     return out
+
+
+def served_key_mask(query_positions: torch.Tensor, key_positions: torch.Tensor, mode: LayerAttention) -> torch.Tensor:
+    """[Q, N] bool: which keys each block row sees when vLLM 0.33.0 serves the draft.
+
+    The window is measured from each query row, both ways for a bidirectional layer: the query at q
+    sees the key at p iff |q - p| < W (and p <= q when causal). This is the rule of
+    `draft.sliding_window.served_key_visible`, not speculators' training rule (window measured from the
+    anchor, block keys never windowed); docs/sliding-window.md has the derivation and the gap.
+    """
+    offsets = query_positions[:, None] - key_positions[None, :]
+    allowed = torch.ones_like(offsets, dtype=torch.bool)
+    if mode.causal:
+        allowed &= offsets >= 0
+    if mode.window is not None:
+        allowed &= offsets.abs() < mode.window
+    return allowed
 
 
 @dataclass
@@ -336,18 +353,12 @@ class DraftModel:
         query_positions = torch.arange(position, position + num_query_tokens, device=self.device)
         cos, sin = self._rope(query_positions)
         key_positions = torch.cat((state.positions, query_positions))
-        offsets = query_positions[:, None] - key_positions[None, :]
         masks: dict[LayerAttention, torch.Tensor] = {}
         for index, layer in enumerate(self.layers):
             mode = self.attention[index]
             allowed = masks.get(mode)
             if allowed is None:
-                allowed = torch.ones_like(offsets, dtype=torch.bool)
-                if mode.causal:
-                    allowed &= offsets >= 0
-                if mode.window is not None:
-                    allowed &= offsets.abs() < mode.window
-                masks[mode] = allowed
+                allowed = masks[mode] = served_key_mask(query_positions, key_positions, mode)
             rows = ops.rms_norm(hidden, layer.input_layernorm, self.eps)
             rows, kernel = self._conv_prepare(layer, "attention_conv", rows)
             queries = self._heads(ops.linear(rows, layer.q_proj, layer.q_bias), self.num_heads)

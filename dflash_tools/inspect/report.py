@@ -12,6 +12,7 @@ from dflash_tools.draft.description import DraftDescription
 from dflash_tools.draft.findings import Finding, has_errors, make_finding, sort_findings
 from dflash_tools.draft.geometry import Geometry, resolve_geometry
 from dflash_tools.draft.profiles import ProfileMatch, match_profile, profile_findings
+from dflash_tools.draft.sliding_window import check_sliding_window
 from dflash_tools.draft.target import TargetSpec, check_target, load_target
 from dflash_tools.draft.tensors import compare, expected_tensors, expected_totals, summarize
 from dflash_tools.reading.checkpoint import LoadedCheckpoint
@@ -161,6 +162,8 @@ def inspect_loaded(
         geometry, geometry_findings = resolve_geometry(desc, num_speculative_tokens)
         findings.extend(geometry_findings)
         findings.extend(check_config(desc))
+        if geometry is not None:
+            findings.extend(check_sliding_window(desc, geometry.num_query_tokens))
         if loaded.weights_inspected:
             findings.extend(compare(desc, loaded.tensors))
         if target is not None:

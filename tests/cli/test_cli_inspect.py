@@ -74,7 +74,7 @@ def test_error_findings_exit_1_with_json_document() -> None:
     doc = json.loads(out)
     assert doc["ok"] is False
     codes = {f["code"] for f in doc["findings"]}
-    assert codes == {"DFT011", "DFT012"}
+    assert codes == {"DFT011", "DFT012", "DFT055"}  # DFT055: its sliding layers
     finding = next(f for f in doc["findings"] if f["code"] == "DFT012")
     assert finding["severity"] == "error" and finding["hint"].startswith("run `dflash-tools convert")
     assert "speculators_config.proposal_methods[0].speculative_tokens" in finding["keys"]

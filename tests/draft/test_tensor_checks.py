@@ -13,7 +13,8 @@ from tests.conftest import CheckpointFactory
 
 
 def findings(folder: Path) -> list:
-    return inspect_checkpoint(str(folder)).findings
+    # DFT055 (info) describes every speculators draft with sliding layers; tests/draft/test_sliding_window.py covers it.
+    return [f for f in inspect_checkpoint(str(folder)).findings if f.code != "DFT055"]
 
 
 def codes(folder: Path) -> list[str]:

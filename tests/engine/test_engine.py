@@ -379,6 +379,38 @@ def test_sliding_window_limits_the_context(pairs: dict[str, Any]) -> None:
         assert torch.allclose(trimmed, hidden[window], atol=1e-5) is (window == 4)
 
 
+def test_served_key_mask_known_answers() -> None:
+    from dflash_tools.engine.draft import LayerAttention, served_key_mask
+
+    # Context 0..5, block 6..8, window 3 (docs/sliding-window.md): each row's window is its own.
+    queries, keys = torch.arange(6, 9), torch.arange(9)
+    open_rows = served_key_mask(queries, keys, LayerAttention(causal=False, window=3))
+    assert [torch.nonzero(row).flatten().tolist() for row in open_rows] == [[4, 5, 6, 7, 8], [5, 6, 7, 8], [6, 7, 8]]
+    causal_rows = served_key_mask(queries, keys, LayerAttention(causal=True, window=3))
+    assert [torch.nonzero(row).flatten().tolist() for row in causal_rows] == [[4, 5, 6], [5, 6, 7], [6, 7, 8]]
+    full = served_key_mask(queries, keys, LayerAttention(causal=False, window=None))
+    assert bool(full.all())
+
+
+def test_each_block_row_windows_from_its_own_position(pairs: dict[str, Any]) -> None:
+    """Row r sees the context keys P + r - W + 1 .. P - 1 (served), not P - W .. P - 1 (trained)."""
+    folder = draft_folder(pairs, "zlab-dflash", False, noise=1.0)
+    model, target = _draft_model(
+        folder, pairs["noisy_target"], layer_types=["sliding_attention"] * 2, sliding_window=4, is_causal=False
+    )
+    prompt = list(range(40, 60))
+    _, captured = target.forward(prompt, [t + 1 for t in model.desc.target_layer_ids])
+
+    def one_row(keep: int) -> Any:
+        state = model.new_state()
+        model.append_context(state, captured[-keep:], torch.arange(len(prompt) - keep, len(prompt)))
+        return model.block_hidden(state, anchor=35, position=len(prompt), num_query_tokens=1)
+
+    # One row at P: it sees P - 3 .. P - 1. A fourth key (the trained rule's P - 4) changes nothing.
+    assert torch.allclose(one_row(3), one_row(20), atol=1e-6)
+    assert not torch.allclose(one_row(2), one_row(20), atol=1e-3)
+
+
 # --- the target side ----------------------------------------------------------------------------
 
 

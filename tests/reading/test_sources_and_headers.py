@@ -35,7 +35,8 @@ def test_clean_checkpoint_of_every_dialect(make_checkpoint: CheckpointFactory, d
     report = inspect_checkpoint(str(folder))
     assert report.description is not None
     assert report.description.dialect.value == dialect
-    assert [f.code for f in report.findings if f.code != "DFT011"] == []
+    # DFT055 (info): the fixture's sliding layers, trained by speculators, are served with another window rule.
+    assert [f.code for f in report.findings if f.code not in ("DFT011", "DFT055")] == []
     assert report.ok
     assert len(report.loaded.shards) == shards
 
