@@ -14,6 +14,13 @@ What it feeds (seeded from real fixtures of every dialect, at tiny and published
                symlinks leaving the folder, links to /dev/zero, empty files);
 - `cli`        every 50th checkpoint is also run through the real `dflash-tools inspect` (in
                process, human and JSON output).
+- `engine_keys` one hazard of issue 12 per input, with an oracle: a key of the engine-read table
+               (`dflash_tools/draft/config_keys.py`) set to a value of another JSON type, null, a bogus
+               string or an extreme number; a key duplicated with a different value; a lone
+               surrogate beside raw non-ASCII text; an unused key nested 65-989 deep; a list-valued
+               block_size. inspect must name the key in a finding (error for a wrong type,
+               at least a warning otherwise), and convert's planning must end in a plan or a
+               one-line error, never an exception of ours.
 
 Mutations: wrong types in every config field (systematic pass over every key path, then random),
 huge / negative / float / NaN / Infinity numbers, deeply nested JSON (up to 100,000 levels),
@@ -63,8 +70,12 @@ os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 os.environ.pop("DFLASH_TOOLS_DEBUG", None)
 
 from dflash_tools import testing
+from dflash_tools.convert import plan_conversion
+from dflash_tools.dialects import detect
+from dflash_tools.draft import config_keys
+from dflash_tools.draft.findings import Severity
 from dflash_tools.draft.target import TargetSpec, target_from_config
-from dflash_tools.errors import SourceError
+from dflash_tools.errors import DflashToolsError, SourceError
 from dflash_tools.inspect import describe, inspect_loaded
 from dflash_tools.reading.checkpoint import INDEX_NAME, LoadedCheckpoint, parse_config_text, parse_index
 from dflash_tools.reading.safetensors_header import (
@@ -76,9 +87,9 @@ from dflash_tools.reading.safetensors_header import (
 )
 from dflash_tools.reading.source import load_checkpoint
 
-TARGETS = ("header", "file", "index", "config", "checkpoint")
+TARGETS = ("header", "file", "index", "config", "checkpoint", "engine_keys")
 # Share of the random inputs each target gets (the systematic pass comes on top, within the total).
-WEIGHTS = {"header": 3, "file": 2, "index": 1, "config": 3, "checkpoint": 2}
+WEIGHTS = {"header": 3, "file": 2, "index": 1, "config": 3, "checkpoint": 2, "engine_keys": 2}
 CLI_EVERY = 50  # every Nth checkpoint input also goes through the real CLI
 SLOW_SECONDS = 2.0  # an input slower than this is reported (a hang guard, not a failure)
 HANG_SECONDS = 20  # an input slower than this is a failure (counted with the tracebacks)
@@ -290,6 +301,12 @@ def leaves(value: Any) -> list[Any]:
     else:
         out.append(value)
     return out
+
+
+def _get(tree: Any, path: tuple[Any, ...]) -> Any:
+    for step in path:
+        tree = tree[step]
+    return tree
 
 
 def set_path(tree: Any, path: tuple[Any, ...], value: Any) -> Any:
@@ -645,6 +662,57 @@ def run_config(data: bytes, seed: Seed, target_tree: Any, k: int | None, stats: 
     return run_inspect(loaded, target_for(target_tree), k, stats, show_tensors=False)
 
 
+# Values of every JSON type, plus the exact values issue 12 found accepted.
+HAZARD_VALUES: list[Any] = [None, 5, -1, 0, 1e30, 1e-30, "bogus", "7", "\x1b[31m", "", [], [8], {}, {"a": 1}, True]
+
+
+def _json_type_matches(entry: config_keys.ConfigKey, value: Any) -> bool:
+    """Whether `value` has the JSON type the table gives (the oracle's own, simpler reading)."""
+    kind = config_keys.KeyType
+    if value is None:
+        return entry.nullable
+    if entry.type in (kind.INT, kind.NUMBER):
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+        return ok and (entry.type is kind.NUMBER or isinstance(value, int))
+    if entry.type is kind.INT_OR_INT_LIST:
+        return isinstance(value, int | list) and not isinstance(value, bool)
+    wanted = {kind.BOOL: bool, kind.STR: str, kind.OBJECT: dict, kind.INT_LIST: list, kind.STR_LIST: list}
+    return isinstance(value, wanted[entry.type])
+
+
+def run_engine_keys(text: str, seed: Seed, expect_path: str, expect: str, tensors: dict[str, Any]) -> str:
+    """inspect must name `expect_path` ("error": in an error finding; "named": in any finding)."""
+    config, findings = parse_config_text(text, "config.json")
+    check_findings(findings)
+    loaded = LoadedCheckpoint(
+        source=seed.name,
+        kind="local",
+        location=seed.name,
+        config=config,
+        config_text=text,
+        tensors=tensors,
+        findings=list(findings),
+    )
+    report = inspect_loaded(loaded)
+    check_findings(report.findings)
+    json.dumps(report.to_dict(), allow_nan=False).encode("utf-8")
+    # A finding names the key when it lists it, or a key inside it (an object value's members).
+    named = [f for f in report.findings if any(key == expect_path or key.startswith(expect_path) for key in f.keys)]
+    errors = [f for f in report.findings if f.severity is Severity.ERROR]
+    if expect == "error" and expect_path and not any(f.severity is Severity.ERROR for f in named):
+        raise Traceback(f"no error finding names {expect_path!r}: {[f.message for f in report.findings]}")
+    if expect == "error" and not expect_path and not errors:
+        raise Traceback(f"no error finding: {[f.message for f in report.findings]}")
+    try:
+        plan = plan_conversion(loaded)
+        plan.config_text.encode("utf-8")
+        json.loads(plan.config_text)
+    except DflashToolsError as exc:
+        one_line(exc.message, "convert error message")
+        return f"inspect exit {1 if errors else 0}, convert refused (exit {exc.exit_code})"
+    return f"inspect exit {1 if errors else 0}, convert planned"
+
+
 def _utf8(data: bytes) -> bool:
     try:
         data.decode("utf-8")
@@ -785,6 +853,62 @@ class Campaign:
         if target_tree is not None:
             payload["target-config.json"] = json.dumps(target_tree, allow_nan=True).encode("utf-8", "surrogatepass")
         return Input(lambda: run_config(data, seed, target_tree, k, self.stats, tensors), payload)
+
+    def engine_keys(self) -> Input:
+        rng = self.rng
+        seed = rng.choice(self.tiny_seeds)
+        tree = copy.deepcopy(seed.config)
+        family = detect(tree)
+        kind = rng.choice(["table", "table", "table", "duplicate", "surrogate", "deep", "list-block"])
+        expect, path = "named", ""
+        if kind == "table" and family is not None:
+            present = list(config_keys.located(tree, family.family))
+            entry, path, old = rng.choice(present)
+            value = rng.choice([v for v in HAZARD_VALUES if not (v == old and type(v) is type(old))] or [None])
+            set_path(tree, tuple(path.split(".")), value)
+            expect = "error" if not _json_type_matches(entry, value) else "any"
+            text = dumps(tree, rng)
+        elif kind == "duplicate":
+            holders = [
+                p
+                for p in paths(tree)
+                if all(isinstance(step, str) for step in p) and isinstance(_get(tree, p), dict) and _get(tree, p)
+            ]
+            where = rng.choice([(), *holders])
+            holder = _get(tree, where)
+            key = rng.choice(list(holder))
+            other = rng.choice([v for v in HAZARD_VALUES if not (v == holder[key] and type(v) is type(holder[key]))])
+            marker = "\u0000dup"  # a unique key, swapped for the duplicate in the text
+            holder[marker] = other
+            text = dumps(tree, rng).replace(json.dumps(marker), json.dumps(key), 1)
+            path = ".".join([*map(str, where), key])
+            expect = "error"
+        elif kind == "surrogate":
+            path = rng.choice(["note", "transformers_version", "zz"])
+            tree[path] = "caf\u00e9 \ud800"
+            # Raw UTF-8 for the é, the escape for the surrogate: what a file on disk can hold.
+            text = json.dumps(tree, ensure_ascii=False, indent=rng.choice([None, 2])).replace("\ud800", "\\ud800")
+            expect = "error"
+        elif kind == "deep":
+            depth = rng.randint(65, 989)
+            tree["unused"] = 1
+            text = dumps(tree, rng).replace('"unused": 1', '"unused": ' + "[" * depth + "1" + "]" * depth, 1)
+            text = text.replace('"unused":1', '"unused":' + "[" * depth + "1" + "]" * depth, 1)
+            path, expect = "", "error"
+        else:
+            # Where the seed's dialect keeps block_size (open-spec and native DSpark keep none).
+            spot = "dflash_config" if isinstance(tree.get("dflash_config"), dict) else None
+            holder = tree[spot] if spot else tree
+            if "block_size" in holder:
+                holder["block_size"] = [8]
+                path, expect = ("dflash_config.block_size" if spot else "block_size"), "error"
+            text = dumps(tree, rng)
+        tensors = self.tensor_tables[seed.name]
+        data = text.encode("utf-8", "surrogatepass")
+        return Input(
+            lambda: run_engine_keys(text, seed, path, expect, tensors),
+            {"config.json": data, "seed": seed.name.encode(), "expect": f"{expect} {path}".encode()},
+        )
 
     def checkpoint(self) -> Input:
         rng = self.rng

@@ -92,7 +92,17 @@ def key_values(console: Console, rows: Iterable[tuple[str, Sequence[str]]]) -> N
     label_width = max(len(label) for label, _ in rows) + 2
     width = console_width(console)
     for label, segments in rows:
-        lines = pack(segments, width, first=label.ljust(label_width), indent=" " * label_width)
+        if segments and label_width + len(segments[0]) > width and " " not in segments[0]:
+            # A path too long for the value column goes whole on a line of its own, unindented,
+            # so it can be copied as one piece; the label stays above it.
+            print_line(console, Text(label, style="bold"))
+            print_line(console, Text(segments[0]))
+            segments = segments[1:]
+            if not segments:
+                continue
+            lines = pack(segments, width, first=" " * label_width, indent=" " * label_width)
+        else:
+            lines = pack(segments, width, first=label.ljust(label_width), indent=" " * label_width)
         for index, line in enumerate(lines):
             text = Text(line)
             if index == 0:

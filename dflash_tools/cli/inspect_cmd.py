@@ -33,6 +33,8 @@ from dflash_tools.draft.target import TargetSpec, load_target
 from dflash_tools.errors import DflashToolsError, UsageError
 from dflash_tools.inspect import SCHEMA_VERSION, InspectReport, inspect_loaded
 from dflash_tools.reading.source import load_checkpoint
+from dflash_tools.smoke.capability import detect_vllm
+from dflash_tools.smoke.serving import ENGINES, inspect_for_vllm
 
 HELP = """Check a draft checkpoint's config and tensor headers, without downloading weights.
 
@@ -49,6 +51,8 @@ Examples:
   dflash-tools inspect z-lab/Qwen3.8-27B-DFlash2 --target Qwen/Qwen3.8-27B -k 7
 
   dflash-tools inspect ./my-draft --format json | jq .geometry
+
+  dflash-tools inspect ./anchor-first-draft --engine vllm
 
   dflash-tools inspect --author z-lab --search DFlash
 """
@@ -82,6 +86,14 @@ def inspect_command(
     num_speculative_tokens: Annotated[
         int | None,
         typer.Option("-k", "--num-speculative-tokens", min=1, help="Serving K to check against the trained geometry."),
+    ] = None,
+    engine: Annotated[
+        str | None,
+        typer.Option(
+            "--engine",
+            metavar="vllm",
+            help="Check how the serving engine installed in this Python environment (vllm) will serve the draft.",
+        ),
     ] = None,
     revision: Annotated[str | None, typer.Option("--revision", help="Hub branch, tag or commit of the draft.")] = None,
     target_revision: TargetRevisionOption = None,
@@ -128,10 +140,17 @@ def inspect_command(
                 "[yellow]warning:[/yellow] --token on the command line is visible to other users; prefer HF_TOKEN"
             )
         target_spec = load_target(target, revision=target_revision, token=token, timeout=timeout) if target else None
+        if engine is not None and engine not in ENGINES:
+            raise UsageError(f"--engine {engine}: unknown engine", f"choose one of: {', '.join(ENGINES)}")
+        vllm = detect_vllm() if engine == "vllm" else None
 
         def run(name: str) -> InspectReport | DflashToolsError:
             try:
                 loaded = load_checkpoint(name, revision=revision, token=token, timeout=timeout)
+                if vllm is not None:
+                    return inspect_for_vllm(
+                        loaded, vllm, target=target_spec, num_speculative_tokens=num_speculative_tokens
+                    )
                 return inspect_loaded(loaded, target=target_spec, num_speculative_tokens=num_speculative_tokens)
             except DflashToolsError as exc:
                 return exc

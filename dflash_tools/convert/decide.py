@@ -13,6 +13,7 @@ import json
 from dataclasses import dataclass, replace
 from typing import Any
 
+from dflash_tools.convert.json_edit import same_json
 from dflash_tools.draft.description import DraftDescription, ValueSource
 from dflash_tools.draft.findings import Finding
 from dflash_tools.draft.geometry import Geometry, layout_name, resolve_geometry, sample_from_anchor_key
@@ -117,7 +118,8 @@ def _block_size_from_flag(
             f"add --force if the draft was really trained with block size {block_size} (the file is wrong)",
         )
     values = evidence.desc.block_size_values
-    replaced = f" (replaces {_fmt(values)})" if values and set(values.values()) != {block_size} else ""
+    # Compared one by one: a hostile value may be a list, which a set cannot hold.
+    replaced = f" (replaces {_fmt(values)})" if any(not same_json(v, block_size) for v in values.values()) else ""
     notes.decisions.append(
         Decision("block_size", block_size, "flag", f"block_size = {block_size} from --block-size{replaced}")
     )

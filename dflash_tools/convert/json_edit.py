@@ -33,6 +33,9 @@ class _Node:
     # object: (key, key text span, value node) per member, in file order
     members: list[tuple[str, tuple[int, int], _Node]] = field(default_factory=list)
     items: list[_Node] = field(default_factory=list)
+    # This container, or one inside it, repeats a key: its text is never reused as a whole,
+    # so a rewrite keeps one copy of each key (the last, which is what Python's json reads).
+    repeats_key: bool = False
 
 
 def _skip(text: str, pos: int) -> int:
@@ -58,6 +61,8 @@ def _parse(text: str, pos: int) -> _Node:
             if text[pos : pos + 1] != ":":
                 raise ValueError(f"expected ':' at offset {pos}")
             child = _parse(text, pos + 1)
+            if key in node.value or child.repeats_key:
+                node.repeats_key = True
             node.members.append((key, key_span, child))
             node.value[key] = child.value
             pos = _skip(text, child.end)
@@ -76,6 +81,7 @@ def _parse(text: str, pos: int) -> _Node:
             return node
         while True:
             child = _parse(text, pos)
+            node.repeats_key = node.repeats_key or child.repeats_key
             node.items.append(child)
             node.value.append(child.value)
             pos = _skip(text, child.end)
@@ -112,6 +118,8 @@ class JsonStyle:
     item_separator: str = ","
     ensure_ascii: bool = False
     trailing: str = "\n"
+    # "\r\n" for a file written on Windows: new lines inside the document match the old ones.
+    newline: str = "\n"
 
 
 def detect_style(text: str) -> JsonStyle:
@@ -137,26 +145,32 @@ def detect_style(text: str) -> JsonStyle:
                 item_separator = text[first.end : root.members[1][1][0]]
             else:
                 item_separator = ", " if key_separator.endswith(" ") else ","
-    return JsonStyle(indent, key_separator or ": ", item_separator, ensure_ascii, trailing)
+    newline = "\r\n" if "\r\n" in text[root.start : root.end] else "\n"
+    return JsonStyle(indent, key_separator or ": ", item_separator, ensure_ascii, trailing, newline)
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _escape_surrogates(text: str) -> str:
+    """Lone surrogates as \\uXXXX escapes: the file said them that way, and UTF-8 cannot carry them.
+
+    json.dumps(ensure_ascii=False) leaves them raw; they can only occur inside JSON strings, so
+    escaping them there keeps the value and makes the text encodable.
+    """
+    return _LONE_SURROGATE.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
+
+
+def _dumps(value: Any, style: JsonStyle, **options: Any) -> str:
+    return _escape_surrogates(json.dumps(value, ensure_ascii=style.ensure_ascii, allow_nan=True, **options))
 
 
 def _fresh(value: Any, style: JsonStyle, base_indent: str | None) -> str:
     """A value that did not exist in the file, written in the file's style at this depth."""
     if style.indent is None or base_indent is None:
-        return json.dumps(
-            value,
-            ensure_ascii=style.ensure_ascii,
-            separators=(style.item_separator, style.key_separator),
-            allow_nan=True,
-        )
-    text = json.dumps(
-        value,
-        indent=style.indent,
-        ensure_ascii=style.ensure_ascii,
-        separators=(",", style.key_separator),
-        allow_nan=True,
-    )
-    return text.replace("\n", "\n" + base_indent)
+        return _dumps(value, style, separators=(style.item_separator, style.key_separator))
+    text = _dumps(value, style, indent=style.indent, separators=(",", style.key_separator))
+    return text.replace("\n", style.newline + base_indent)
 
 
 def _inline_separators(node: _Node, text: str, style: JsonStyle) -> tuple[str, str]:
@@ -175,17 +189,41 @@ def _inline_separators(node: _Node, text: str, style: JsonStyle) -> tuple[str, s
 
 
 def _emit(value: Any, node: _Node | None, text: str, style: JsonStyle, base_indent: str | None) -> str:
-    if node is not None and same_json(value, node.value):
+    if node is not None and not node.repeats_key and same_json(value, node.value):
         return text[node.start : node.end]
     if isinstance(value, dict) and node is not None and node.kind == "object" and node.members:
         return _emit_object(value, node, text, style, base_indent)
+    if isinstance(value, list) and node is not None and node.kind == "array" and node.items and value:
+        return _emit_array(value, node, text, style, base_indent)
     if node is not None and node.kind in ("object", "array") and "\n" not in text[node.start : node.end]:
         # A container the file kept on one line stays on one line, with its own separators.
         item_separator, key_separator = _inline_separators(node, text, style)
-        return json.dumps(
-            value, ensure_ascii=style.ensure_ascii, separators=(item_separator, key_separator), allow_nan=True
-        )
+        return _dumps(value, style, separators=(item_separator, key_separator))
     return _fresh(value, style, base_indent)
+
+
+def _emit_array(value: list[Any], node: _Node, text: str, style: JsonStyle, base_indent: str | None) -> str:
+    """Rebuild an array item by item: unchanged items and the text between them keep their bytes."""
+    lead = text[node.start + 1 : node.items[0].start]
+    tail = text[node.items[-1].end : node.end - 1]
+    gaps = [text[a.end : b.start] for a, b in zip(node.items, node.items[1:], strict=False)]
+    multiline = "\n" in lead
+    child_indent = lead.rsplit("\n", 1)[1] if multiline else None
+    if gaps:
+        extra_gap = gaps[-1]
+    elif multiline:
+        extra_gap = "," + lead
+    else:
+        extra_gap = ", " if style.indent is not None else style.item_separator
+    parts = [
+        _emit(item, node.items[index] if index < len(node.items) else None, text, style, child_indent)
+        for index, item in enumerate(value)
+    ]
+    out = [parts[0]]
+    for index, part in enumerate(parts[1:]):
+        out.append(gaps[index] if index < len(gaps) else extra_gap)
+        out.append(part)
+    return "[" + lead + "".join(out) + tail + "]"
 
 
 def _emit_object(value: dict[str, Any], node: _Node, text: str, style: JsonStyle, base_indent: str | None) -> str:
@@ -197,26 +235,39 @@ def _emit_object(value: dict[str, Any], node: _Node, text: str, style: JsonStyle
     item_separator = text[first_child.end : node.members[1][1][0]] if len(node.members) > 1 else "," + lead
     multiline = "\n" in lead
     child_indent = lead.rsplit("\n", 1)[1] if multiline else None
+    # The last copy of a repeated key is the one Python's json read; the others are dropped.
     by_key = {key: (span, child) for key, span, child in node.members}
+    last_index = {key: index for index, (key, _, _) in enumerate(node.members)}
+    # The text before each member after the first (comma and whitespace), as the file wrote it.
+    gaps = [text[a[2].end : b[1][0]] for a, b in zip(node.members, node.members[1:], strict=False)]
     keys = list(value)
     original_keys = [key for key, _, _ in node.members]
     if len(original_keys) > 2 and original_keys == sorted(original_keys):
         # A file written with sorted keys (transformers, speculators) gets new keys in place.
         keys = sorted(keys)
-    parts = []
+    elif len(set(original_keys)) < len(original_keys):
+        # A repeated key stays where its last copy stood; keys new to the file follow.
+        last_seen = {key: index for index, key in enumerate(original_keys)}
+        keys.sort(key=lambda key: last_seen.get(key, len(original_keys)))
+    out: list[str] = []
+    previous: int | None = -1
     for key in keys:
         item = value[key]
-        if key in by_key:
-            (key_start, key_stop), child = by_key[key]
-            key_text = text[key_start:key_stop]
-            value_text = _emit(item, child, text, style, child_indent)
+        index = last_index.get(key)
+        if index is not None:
+            (key_start, _), child = by_key[key]
+            # The key and its own separator keep their bytes ("a" : 1 stays spaced that way).
+            member = text[key_start : child.start] + _emit(item, child, text, style, child_indent)
         else:
-            key_text = json.dumps(key, ensure_ascii=style.ensure_ascii)
-            value_text = _fresh(item, style, child_indent)
-        parts.append(f"{key_text}{key_separator}{value_text}")
-    if not parts:
+            member = _dumps(key, style) + key_separator + _fresh(item, style, child_indent)
+        if out:
+            follows_in_file = index is not None and previous is not None and 0 <= previous < index
+            out.append(gaps[index - 1] if follows_in_file and index is not None else item_separator)
+        out.append(member)
+        previous = index
+    if not out:
         return "{}"
-    return "{" + lead + item_separator.join(parts) + tail + "}"
+    return "{" + lead + "".join(out) + tail + "}"
 
 
 def dumps_like(value: Any, original: str | None, *, style_from: str | None = None) -> str:

@@ -22,7 +22,7 @@ from dflash_tools.draft.description import Dialect, DraftDescription
 from dflash_tools.draft.geometry import Geometry, resolve_geometry
 from dflash_tools.draft.target import TargetSpec, load_target
 from dflash_tools.draft.tensors import Requirement, expected_tensors
-from dflash_tools.errors import OperationError, UsageError
+from dflash_tools.errors import OperationError, SourceError, UsageError
 from dflash_tools.files.hf_cache import is_in_hf_cache
 from dflash_tools.inspect import InspectReport, inspect_loaded
 from dflash_tools.reading.checkpoint import (
@@ -159,7 +159,11 @@ def plan_conversion(
     name = loaded.source
     if loaded.config is None:
         reason = next((f.message for f in before.findings if f.code == "DFT001"), f"{CONFIG_NAME} is unusable")
-        raise OperationError(f"{name}: cannot convert: {reason}", "restore config.json, then run convert again")
+        raise SourceError(f"{name}: cannot convert: {reason}", "restore config.json, then run convert again")
+    too_deep = next((f for f in before.findings if f.code == "DFT062"), None)
+    if too_deep is not None:
+        # Every writer walks the config recursively; refuse before one of them hits the stack limit.
+        raise SourceError(f"{name}: cannot convert: {too_deep.message}", too_deep.hint)
     desc = before.description
     if desc is None:
         reason = next(

@@ -7,6 +7,7 @@ The steps, each its own module: `plan` (decide what changes: `decide`, `translat
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 from dflash_tools.convert.build import planned_files
@@ -30,6 +31,8 @@ from dflash_tools.convert.write import (
 from dflash_tools.draft.target import TargetSpec
 from dflash_tools.errors import UsageError
 from dflash_tools.files.atomic import LinkMode
+from dflash_tools.files.hf_cache import is_in_hf_cache
+from dflash_tools.files.locking import folder_lock, writing_in_place, writing_output
 from dflash_tools.reading.source import load_checkpoint
 
 
@@ -58,67 +61,82 @@ def convert_checkpoint(
     `dry_run` decides everything (including the refusals about the output) and writes nothing.
     With `push_to_hub`, the result is uploaded as a pull request (or a direct commit with
     `create_pr=False`). Raises UsageError for option mistakes and output locations that cannot
-    be used, OperationError for refused conversions and failed verification or upload.
+    be used, OperationError for refused conversions and failed verification or upload, and
+    `files.locking.LockBusy` (a UsageError, exit 2) when another run is writing the folder or OUT.
     """
-    mode = LinkMode(link_mode)
-    if in_place and output is not None:
-        raise UsageError("--in-place and -o/--output exclude each other", "pass one of them")
-    if not in_place and output is None and not dry_run:
-        raise UsageError("no output given", "pass -o OUT (a new folder), --in-place, --dry-run or --check")
-    recovered = finish_interrupted_swap(Path(source)) if in_place and not dry_run else []
-    loaded = follow_cache_links(
-        load_checkpoint(source, revision=revision, token=token, timeout=timeout, folder_only=not dry_run)
-    )
-    if not dry_run:
-        # A plan (--dry-run, --check) works on a lone config.json too; writing needs the folder.
-        require_folder(loaded)
-        require_cached_weights(loaded)
-    plan = plan_conversion(
-        loaded,
-        to=to,
-        block_size=block_size,
-        sample_from_anchor=sample_from_anchor,
-        target=target,
-        force=force,
-        token=token,
-        timeout=timeout,
-    )
-    destination: Path | None
-    if in_place:
-        destination = check_in_place(loaded, plan, backup=backup, force=force)
-    elif output is not None:
-        destination = check_output(Path(output), loaded, force=force)
-    else:
-        destination = None
-    run_mode = "dry-run" if dry_run else ("in-place" if in_place else "output")
-    result = ConvertResult(plan=plan, mode=run_mode, output=destination)
-    if recovered:
-        result.notes.append(
-            "finished an interrupted in-place conversion: shards " + ", ".join(recovered) + " took their final names"
+    with contextlib.ExitStack() as locks:
+        mode = LinkMode(link_mode)
+        if in_place and output is not None:
+            raise UsageError("--in-place and -o/--output exclude each other", "pass one of them")
+        if not in_place and output is None and not dry_run:
+            raise UsageError("no output given", "pass -o OUT (a new folder), --in-place, --dry-run or --check")
+        source_dir = Path(source).expanduser().absolute()
+        if not dry_run and source_dir.is_dir():
+            # Held until the run ends: planning, writing and verifying see one state of the folder.
+            if in_place:
+                locks.enter_context(writing_in_place(source_dir, may_write_beside=not is_in_hf_cache(source_dir)))
+            else:
+                locks.enter_context(folder_lock(source_dir, exclusive=False))
+        recovered = finish_interrupted_swap(Path(source)) if in_place and not dry_run else []
+        loaded = follow_cache_links(
+            load_checkpoint(source, revision=revision, token=token, timeout=timeout, folder_only=not dry_run)
         )
-    if dry_run:
-        result.files = planned_files(plan)
-        return result
-    if in_place and not plan.changed:
-        result.notes.append("already normalized: nothing to write")
-    else:
-        assert destination is not None
-        local = local_checkpoint(loaded, token=token)
-        if in_place:
-            run_in_place(plan, local, destination, result, backup=backup)
-        else:
-            if local.kind == "example" and mode is LinkMode.AUTO:
-                # Never tie a user's folder to files inside the installed package.
-                mode = LinkMode.COPY
-            run_to_output(plan, local, destination, result, mode, force=force)
-    if push_to_hub:
-        assert destination is not None
-        result.push = push_folder(
-            destination,
-            push_to_hub,
-            create_pr=create_pr,
+        if not dry_run:
+            # A plan (--dry-run, --check) works on a lone config.json too; writing needs the folder.
+            require_folder(loaded)
+            require_cached_weights(loaded)
+        plan = plan_conversion(
+            loaded,
+            to=to,
+            block_size=block_size,
+            sample_from_anchor=sample_from_anchor,
+            target=target,
+            force=force,
             token=token,
-            commit_message=commit_message or default_commit_message(plan),
-            commit_description=commit_description(plan),
+            timeout=timeout,
         )
-    return result
+        destination: Path | None
+        if in_place:
+            destination = check_in_place(loaded, plan, backup=backup, force=force)
+        elif output is not None:
+            destination = check_output(Path(output), loaded, force=force)
+            if not dry_run:
+                locks.enter_context(writing_output(destination))
+                # Checked again under the lock: another run may have written OUT meanwhile.
+                destination = check_output(Path(output), loaded, force=force)
+        else:
+            destination = None
+        run_mode = "dry-run" if dry_run else ("in-place" if in_place else "output")
+        result = ConvertResult(plan=plan, mode=run_mode, output=destination)
+        if recovered:
+            result.notes.append(
+                "finished an interrupted in-place conversion: shards "
+                + ", ".join(recovered)
+                + " took their final names"
+            )
+        if dry_run:
+            result.files = planned_files(plan)
+            return result
+        if in_place and not plan.changed:
+            result.notes.append("already normalized: nothing to write")
+        else:
+            assert destination is not None
+            local = local_checkpoint(loaded, token=token)
+            if in_place:
+                run_in_place(plan, local, destination, result, backup=backup)
+            else:
+                if local.kind == "example" and mode is LinkMode.AUTO:
+                    # Never tie a user's folder to files inside the installed package.
+                    mode = LinkMode.COPY
+                run_to_output(plan, local, destination, result, mode, force=force)
+        if push_to_hub:
+            assert destination is not None
+            result.push = push_folder(
+                destination,
+                push_to_hub,
+                create_pr=create_pr,
+                token=token,
+                commit_message=commit_message or default_commit_message(plan),
+                commit_description=commit_description(plan),
+            )
+        return result

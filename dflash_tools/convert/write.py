@@ -11,13 +11,14 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 from dflash_tools.convert.build import build_staged, file_mode
 from dflash_tools.convert.json_edit import dumps_like
 from dflash_tools.convert.plan import ConvertPlan
 from dflash_tools.convert.result import BACKUP_SUFFIX, ConvertResult, FileRecord
 from dflash_tools.convert.verify import refuse_unverified, verify_staged
-from dflash_tools.errors import UsageError
+from dflash_tools.errors import OperationError, UsageError
 from dflash_tools.files.atomic import (
     LinkMode,
     atomic_write_bytes,
@@ -258,12 +259,24 @@ def finish_interrupted_swap(folder: Path) -> list[str]:
     if not isinstance(weight_map, dict):
         return []
     interim_mark = ".dflash-tools-new.safetensors"
-    final_names = {
+    named = {
         value: value[: -len(interim_mark)] + ".safetensors"
         for value in set(weight_map.values())
-        if isinstance(value, str) and value.endswith(interim_mark) and "/" not in value and (folder / value).is_file()
+        if isinstance(value, str) and value.endswith(interim_mark) and "/" not in value
     }
-    if not final_names:
+    final_names = {interim: final for interim, final in named.items() if (folder / interim).is_file()}
+    # An interim name whose file is gone: the rename finished and only the final index write is
+    # missing, if the final name holds a file; otherwise the folder cannot be repaired here.
+    renamed = {interim: final for interim, final in named.items() if interim not in final_names}
+    lost = sorted(interim for interim, final in renamed.items() if not (folder / final).is_file())
+    if lost:
+        raise OperationError(
+            f"{folder} was left part way through an in-place conversion: {INDEX_NAME} names {', '.join(lost)}, "
+            "which is missing",
+            "restore the files from their .bak copies (or the original checkpoint), then run convert again",
+        )
+    if not named:
+        _remove_swap_leftovers(folder, set(weight_map.values()))
         return []
     for interim, final in final_names.items():
         link = folder / f".{final}.dflash-tools-link"
@@ -276,12 +289,23 @@ def finish_interrupted_swap(folder: Path) -> list[str]:
         os.link(folder / interim, link)
         link.replace(target)
     fsync_dir(folder)
-    index["weight_map"] = {k: final_names.get(v, v) for k, v in weight_map.items()}
+    index["weight_map"] = {k: named.get(v, v) for k, v in weight_map.items()}
     atomic_write_text(index_path, dumps_like(index, text))
     for interim in final_names:
         (folder / interim).unlink()
     fsync_dir(folder)
-    return sorted(final_names.values())
+    _remove_swap_leftovers(folder, set(index["weight_map"].values()))
+    return sorted(named.values())
+
+
+def _remove_swap_leftovers(folder: Path, indexed: set[Any]) -> None:
+    """Names only a killed swap leaves: interim shards the index no longer names, and link files."""
+    for entry in folder.iterdir():
+        name = entry.name
+        interim = name.endswith(".dflash-tools-new.safetensors") and name not in indexed
+        link = name.startswith(".") and name.endswith(".dflash-tools-link")
+        if (interim or link) and (entry.is_file() or entry.is_symlink()):
+            entry.unlink()
 
 
 def atomic_write_bytes_from(source: Path, destination: Path) -> None:

@@ -2,7 +2,8 @@
 
 `description` (the one normalized draft description every dialect reads into), `geometry` (the
 block-size / sample_from_anchor rules: the only place they live), `tensors` (expected tensors and
-their shapes), `checks` (config sanity), `sliding_window` (which keys a sliding layer sees, trained
+their shapes), `checks` (config sanity), `config_keys` (the one table of
+config keys engines read: type, range, readers, default; DFT006 / DFT058), `sliding_window` (which keys a sliding layer sees, trained
 vs served; DFT055), `target` (pairing with a target model), `profiles` (known published checkpoints)
 and `findings` (the catalogue of finding codes, shared by every layer).
 

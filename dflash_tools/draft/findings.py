@@ -57,6 +57,17 @@ _CATALOGUE: tuple[CodeInfo, ...] = (
     CodeInfo("DFT041", Severity.WARNING, "layout or algorithm the selected vLLM runner cannot serve as declared"),
     CodeInfo("DFT055", Severity.INFO, "sliding layers see other context keys served (vLLM) than trained (speculators)"),
     CodeInfo("DFT050", Severity.INFO, "departs from the published profile of a known checkpoint"),
+    CodeInfo(
+        "DFT051",
+        Severity.ERROR,
+        "vLLM's V1 runner would serve an anchor-first DFlash draft in the bonus layout, silently",
+    ),
+    CodeInfo("DFT052", Severity.WARNING, "--engine vllm given but vLLM is not installed: serving not checked"),
+    CodeInfo("DFT058", Severity.WARNING, "config value an engine reads is far outside what real checkpoints use"),
+    CodeInfo("DFT059", Severity.ERROR, "duplicated JSON key with different values (readers disagree on which wins)"),
+    CodeInfo("DFT060", Severity.WARNING, "duplicated JSON key repeating the same value"),
+    CodeInfo("DFT061", Severity.ERROR, "string with a lone surrogate: not Unicode, refused by strict JSON readers"),
+    CodeInfo("DFT062", Severity.ERROR, "JSON nested deeper than any config (64 levels)"),
 )
 
 CATALOGUE: dict[str, CodeInfo] = {info.code: info for info in _CATALOGUE}

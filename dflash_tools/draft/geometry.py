@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from dflash_tools.draft.config_keys import primary_path
 from dflash_tools.draft.description import Algorithm, Dialect, DraftDescription, ValueSource
 from dflash_tools.draft.findings import Finding, make_finding
 
@@ -31,19 +32,11 @@ _SFA_DEFAULTS: dict[tuple[Dialect, Algorithm], bool] = {
 # speculators' config class default for block_size, used when the key is absent (still DFT010).
 SPECULATORS_DEFAULT_BLOCK_SIZE = 8
 
-# Where each dialect keeps sample_from_anchor for engines; a value found only elsewhere is not
-# what vLLM reads.
-_SFA_PRIMARY_KEY: dict[str, str] = {
-    "zlab": "dflash_config.sample_from_anchor",
-    "speculators": "sample_from_anchor",
-    "dspark-native": "sample_from_anchor",
-    "open-spec": "speculative_config.sample_from_anchor",
-}
-
 
 def sample_from_anchor_key(family: str) -> str:
-    """The key engines read sample_from_anchor from, for a dialect family."""
-    return _SFA_PRIMARY_KEY[family]
+    """The key engines read sample_from_anchor from, for a dialect family; a value found only
+    elsewhere is not what vLLM reads. The location comes from the table of engine-read keys."""
+    return primary_path("sample_from_anchor", family)
 
 
 def max_speculative_tokens(block_size: int, sample_from_anchor: bool) -> int:
@@ -247,7 +240,7 @@ def _resolve_sample_from_anchor(
                 values=booleans,
             )
         )
-    primary = _SFA_PRIMARY_KEY[family]
+    primary = sample_from_anchor_key(family)
     if primary in booleans:
         return booleans[primary], ValueSource.EXPLICIT, findings
     if booleans:
@@ -275,7 +268,7 @@ def _resolve_sample_from_anchor(
 
 def _sfa_not_explicit(desc: DraftDescription, sfa: bool, source: ValueSource) -> Finding:
     family = desc.dialect.family
-    primary = _SFA_PRIMARY_KEY[family]
+    primary = sample_from_anchor_key(family)
     if source is ValueSource.INFERRED and desc.sample_from_anchor_values:
         why = f"found only at {', '.join(desc.sample_from_anchor_values)}; engines read {primary}"
     elif source is ValueSource.INFERRED:

@@ -59,10 +59,11 @@ def atomic_write(path: Path, write: Callable[[IO[bytes]], object], *, mode: int 
             mode = path.stat().st_mode & 0o7777
         except OSError:
             mode = 0o666 & ~current_umask()
-    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    with naming_the_file(path):
+        fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     tmp = Path(tmp_name)
     try:
-        with os.fdopen(fd, "wb") as handle:
+        with naming_the_file(path), os.fdopen(fd, "wb") as handle:
             write(handle)
             handle.flush()
             os.fsync(handle.fileno())
@@ -73,6 +74,21 @@ def atomic_write(path: Path, write: Callable[[IO[bytes]], object], *, mode: int 
             tmp.unlink()
         raise
     fsync_dir(path.parent)
+
+
+@contextlib.contextmanager
+def naming_the_file(path: Path) -> Iterator[None]:
+    """Give an OSError raised while writing `path` that file's name, if it has none.
+
+    A failed write() or fsync() (ENOSPC, EDQUOT, EIO) carries no file name, so the one-line
+    error would say "No space left on device" without saying where.
+    """
+    try:
+        yield
+    except OSError as exc:
+        if exc.filename is None:
+            exc.filename = str(path)
+        raise
 
 
 def atomic_write_bytes(path: Path, data: bytes, *, mode: int | None = None) -> None:
@@ -130,10 +146,11 @@ def place_file(source: Path, destination: Path, mode: LinkMode) -> Placed:
 
 def copy_file(source: Path, destination: Path) -> int:
     """Copy bytes and mode (the kernel does the copying where it can), fsync the copy."""
-    shutil.copyfile(source, destination)
-    shutil.copymode(source, destination)
-    with open(destination, "rb") as handle:
-        os.fsync(handle.fileno())
+    with naming_the_file(destination):
+        shutil.copyfile(source, destination)
+        shutil.copymode(source, destination)
+        with open(destination, "rb") as handle:
+            os.fsync(handle.fileno())
     return destination.stat().st_size
 
 

@@ -6,21 +6,20 @@ Asked before every write (convert's output, `--in-place`) and when reading throu
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 
 from huggingface_hub import constants
-
-_COMMIT_HASH = re.compile(r"^[0-9a-f]{40}$")
 
 
 def is_in_hf_cache(path: Path) -> bool:
     """Whether writing to `path` could touch the Hugging Face Hub cache.
 
-    True when the path (as given or fully resolved) lies under HF_HUB_CACHE, when it looks like
-    a cache snapshot (`.../snapshots/<40-hex commit>/...`), when it is a symlink into a `blobs/`
-    folder, or when it is a folder whose direct entries are symlinks into a `blobs/` folder
-    (a snapshot copied elsewhere: writing through its links would corrupt the shared blobs).
+    True when the path (as given or fully resolved) lies under HF_HUB_CACHE, when it lies in a
+    cache snapshot (`models--*/snapshots/<commit>/...` with `blobs/` beside `snapshots/`), when it
+    is a symlink into such a repo's `blobs/`, or when it is a folder whose direct entries are such
+    symlinks (a snapshot copied elsewhere: writing through its links would corrupt the shared blobs).
+    Decided by the cache's real layout, never by one folder's name: a plain folder that happens
+    to hold a `blobs/` or `snapshots/` folder of its own is not the cache.
     """
     as_given = _absolute(Path(path))
     resolved = Path(os.path.realpath(as_given))
@@ -30,7 +29,7 @@ def is_in_hf_cache(path: Path) -> bool:
     for candidate in (as_given, resolved):
         parts = candidate.parts
         for i, part in enumerate(parts[:-1]):
-            if part == "snapshots" and _COMMIT_HASH.match(parts[i + 1]):
+            if part == "snapshots" and i > 0 and _is_cache_repo_dir(Path(*parts[:i])):
                 return True
     if _links_into_blobs(as_given):
         return True
@@ -59,5 +58,19 @@ def _cache_roots() -> list[Path]:
     return out
 
 
+# A cached repo folder: `models--org--name` (or datasets--, spaces--) holding blobs/ and snapshots/.
+_CACHE_REPO_PREFIXES = ("models--", "datasets--", "spaces--")
+
+
+def _is_cache_repo_dir(folder: Path) -> bool:
+    return (
+        folder.name.startswith(_CACHE_REPO_PREFIXES) and (folder / "blobs").is_dir() and (folder / "snapshots").is_dir()
+    )
+
+
 def _links_into_blobs(path: Path) -> bool:
-    return path.is_symlink() and Path(os.path.realpath(path)).parent.name == "blobs"
+    """A symlink whose target is a blob of a cached repo (`models--*/blobs/<hash>`)."""
+    if not path.is_symlink():
+        return False
+    target = Path(os.path.realpath(path))
+    return target.parent.name == "blobs" and _is_cache_repo_dir(target.parent.parent)

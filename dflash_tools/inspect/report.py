@@ -9,6 +9,7 @@ from typing import Any
 
 from dflash_tools import dialects
 from dflash_tools.draft.checks import check_config
+from dflash_tools.draft.config_keys import check_config_keys, covered_paths
 from dflash_tools.draft.description import DraftDescription
 from dflash_tools.draft.findings import Finding, has_errors, make_finding, sort_findings
 from dflash_tools.draft.geometry import Geometry, resolve_geometry
@@ -158,6 +159,14 @@ def inspect_loaded(
     geometry: Geometry | None = None
     if loaded.config is not None:
         desc, read_findings = describe(loaded.config)
+        detected = dialects.detect(loaded.config)
+        if detected is not None:
+            # The table of engine-read keys owns type/range findings; a reader's own DFT006 for
+            # the same key is the same news.
+            table_findings = check_config_keys(loaded.config, detected.family)
+            covered = covered_paths(table_findings)
+            read_findings = [f for f in read_findings if not (f.code == "DFT006" and set(f.keys) & covered)]
+            findings.extend(table_findings)
         findings.extend(read_findings)
     if desc is not None:
         geometry, geometry_findings = resolve_geometry(desc, num_speculative_tokens)

@@ -2,7 +2,8 @@
 
 `source.load_checkpoint` is the entry: it resolves SOURCE (folder, file, `example:NAME`, Hub repo)
 and hands it to `local` or `hub`; both fill in a `checkpoint.LoadedCheckpoint` with the shard and
-index helpers that live there, below both. `safetensors_header` parses headers from bytes.
+index helpers that live there, below both. `safetensors_header` parses headers from bytes;
+`json_hazards` finds what JSON readers disagree on (duplicate keys, lone surrogates, deep nesting).
 
 Imports: `files`, `errors`, and `draft.findings` (the finding vocabulary, which imports nothing of
 ours). Never `draft`'s rules, `dialects` or any command.

@@ -15,6 +15,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from dflash_tools.draft.findings import Finding, make_finding
+from dflash_tools.reading.json_hazards import hazard_findings, loads_tracking_duplicates
 from dflash_tools.reading.safetensors_header import (
     SafetensorsHeaderError,
     ShardHeader,
@@ -66,7 +67,7 @@ def read_small_file(path: Path, limit: int = MAX_JSON_BYTES) -> bytes:
 def parse_config_text(text: str, file: str) -> tuple[dict[str, Any] | None, list[Finding]]:
     """Parse config.json text; problems become DFT001 findings."""
     try:
-        config = json.loads(text)
+        config, duplicates = loads_tracking_duplicates(text)
     except (ValueError, RecursionError) as exc:
         return None, [
             make_finding(
@@ -85,7 +86,7 @@ def parse_config_text(text: str, file: str) -> tuple[dict[str, Any] | None, list
                 file=file,
             )
         ]
-    return config, []
+    return config, hazard_findings(config, duplicates, file)
 
 
 def add_shard(loaded: LoadedCheckpoint, read: Any) -> ShardHeader | None:

@@ -2,6 +2,7 @@
 
     plan.py        drafts, target, K, layout, runner, environment -> a launch plan (no GPU)
     capability.py  what the installed vLLM can serve, read from its files without importing it
+    serving.py     `inspect --engine vllm`: the inspect walk plus how that vLLM will serve the draft
     contract.py    the JSON request / result exchanged with the engine child process
     runner.py      the process boundary: child process, timeout, log, markers
     child.py       `python -m dflash_tools.smoke.child`: dispatch a request to its engine

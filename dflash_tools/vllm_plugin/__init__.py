@@ -7,10 +7,14 @@ each worker) before it builds configs, schedulers or model runners.
 Because an installed plugin runs in *every* vLLM process on the machine, it is careful:
 
 - On a vLLM that already carries the upstream change (vllm-project/vllm#54154) it does nothing.
-- On any vLLM other than a release it was written against, or whose patched functions' source
-  differs from the fingerprints in `fingerprints.py`, it patches nothing: it logs why, and fails
+- On any vLLM other than a release it was written against, or whose fingerprinted functions'
+  source differs from `fingerprints.py`, it applies nothing of the change: it logs why, and fails
   the process only when the launcher asked for it (`DFLASH_TOOLS_REQUIRE_PLUGIN=1`), so unrelated
-  vLLM use is never broken by an upgrade.
+  vLLM use is never broken by an upgrade. It still installs one guard, version-tolerant: the V1
+  runner refuses anchor-first DFlash drafts (`patch.install_v1_refusal`), because stock V1 would
+  otherwise serve them in the bonus-anchor layout without an error.
+- `DFLASH_TOOLS_PLUGIN_DISABLE=1` leaves vLLM entirely untouched (the escape hatch), and says what
+  that means for anchor-first drafts.
 - On vLLM 0.33.0 it installs the wrappers of `patch.py`; they change behaviour only for a
   `method="dflash"` draft whose `dflash_config.sample_from_anchor` is true.
 
@@ -99,6 +103,14 @@ def register() -> None:
             payload["sites"] = sites
             logger.info("dflash-tools plugin: %s", decision.reason)
 
+    if decision.action == "refuse":
+        # Stock V1 would serve anchor-first DFlash in the wrong layout without a word; make it refuse.
+        try:
+            payload["v1_refusal"] = patch.install_v1_refusal(decision.reason)
+        except Exception as exc:  # an unknown vLLM must never fail to start because of the guard
+            logger.error("dflash-tools plugin: could not install the V1 guard: %s", exc)
+            payload["v1_refusal"] = []
+
     from vllm.config.speculative import SpeculativeConfig
 
     SpeculativeConfig._dflash_tools_patch = dict(payload)
@@ -109,6 +121,23 @@ def register() -> None:
             raise patch.PluginRefused(
                 message + " (required by the launcher: anchor-first DFlash drafts cannot be served correctly)"
             )
-        logger.warning("%s; anchor-first DFlash drafts will be refused by vLLM", message)
+        logger.warning("%s; %s", message, _what_happens_to_anchor_first(decision, payload.get("v1_refusal")))
     elif decision.action == "native":
         logger.info("dflash-tools plugin: nothing to do: %s", decision.reason)
+
+
+def _what_happens_to_anchor_first(decision: Decision, v1_refusal: object) -> str:
+    """The truth about anchor-first DFlash drafts in a process the plugin does not patch."""
+    v2 = "the V2 runner refuses anchor-first DFlash drafts (stock DFlashSpeculator)"
+    if decision.action == "disabled":
+        return (
+            f"vLLM runs unpatched: {v2}, and the V1 runner serves anchor-first DFlash (not DFlash2) drafts in the "
+            "bonus-anchor layout without an error, so acceptance collapses"
+        )
+    if v1_refusal:
+        return f"{v2}, and the plugin's guard makes the V1 runner refuse them too"
+    return (
+        f"{v2}, but this vLLM has no hook point for the plugin's V1 guard: its V1 runner may serve anchor-first "
+        "DFlash drafts in the bonus-anchor layout without an error (acceptance collapses); serve them with "
+        "VLLM_USE_V2_MODEL_RUNNER=1 so that they are refused"
+    )

@@ -5,8 +5,8 @@ The patch is only correct for code that behaves exactly like the code it was der
 (research/vllm-dflash.md §5.1): a refactor that moves the query count, renames an attribute or
 reorders `__init__` would make the wrappers silently wrong. So the plugin refuses to patch unless
 every function below hashes to the recorded value. Both the launcher (without importing vLLM) and
-the plugin (inside every vLLM process) call `classify`; the test suite checks the recorded hashes
-against the real vLLM 0.33.0 wheel.
+the plugin (inside every vLLM process) call `classify`; the real-vLLM test tier checks the recorded
+hashes against the installed vLLM 0.33.0 (docs/tier-vllm.md).
 
 Hashes are over `sources.normalize(text)` of the function's own lines (decorators excluded), so
 they do not depend on the Python version that reads them.
@@ -51,6 +51,9 @@ class Site:
     def module(self) -> str:
         return self.path.removesuffix(".py").removesuffix("/__init__").replace("/", ".")
 
+
+_DFLASH_SPECULATOR = "vllm/v1/worker/gpu/spec_decode/dflash/speculator.py"
+_DFLASH2_SPECULATOR = "vllm/v1/worker/gpu/spec_decode/dflash2/speculator.py"
 
 SITES: tuple[Site, ...] = (
     Site(
@@ -150,6 +153,85 @@ SITES: tuple[Site, ...] = (
         sha256="bad8b92d97584fbef965258ab8b5f9182308fe7dca66ec8a49acdb72d5878003",
         patched=False,
         why="routes DFlash / DFlash2 drafts to the two speculator classes the wrapper acts on",
+    ),
+    # The code that implements the query layout itself. The plugin wraps none of it, but the
+    # wrappers only flip `num_query_per_req` and `sample_from_anchor` and trust this code to
+    # honour both; a change here upstream must refuse, not serve.
+    Site(
+        key="dflash_prepare_inputs_kernel",
+        path=_DFLASH_SPECULATOR,
+        qualname="_prepare_dflash_inputs_kernel",
+        sha256="77d5e8a1ea798b5c664670ed4109bed11ea3acbbde2d23c5efa1c19c258196c6",
+        patched=False,
+        why="lays out the K or 1 + K query slots and the sampled positions per request (SAMPLE_FROM_ANCHOR)",
+        must_contain=("SAMPLE_FROM_ANCHOR: tl.constexpr", "num_query_per_req"),
+    ),
+    Site(
+        key="dflash_prepare_inputs",
+        path=_DFLASH_SPECULATOR,
+        qualname="prepare_dflash_inputs",
+        sha256="85265096f19142fe24a1bddf6a27bfa4775cbc9ccf16f7fc0e356f35ff0840c4",
+        patched=False,
+        why="passes the query count and the layout flag to the input kernel",
+        must_contain=("SAMPLE_FROM_ANCHOR=sample_from_anchor",),
+    ),
+    Site(
+        key="dflash_propose",
+        path=_DFLASH_SPECULATOR,
+        qualname="DFlashSpeculator.propose",
+        sha256="5235d37ca2cffe0cd70cde4aabd8be829f56da016b2ca06af0f75d9b1faa9f1f",
+        patched=False,
+        why="reads num_query_per_req and sample_from_anchor from the speculator for every draft step",
+        must_contain=("self.num_query_per_req", "self.sample_from_anchor"),
+    ),
+    Site(
+        key="dflash_generate_draft",
+        path=_DFLASH_SPECULATOR,
+        qualname="DFlashSpeculator._generate_draft",
+        sha256="3e95cbdeaa5465f5c4b1e68ddf9005a3452094eb5eb23744f78a882887f49f24",
+        patched=False,
+        why="samples the draft tokens from the positions the input kernel marked",
+    ),
+    Site(
+        key="dflash2_generate_draft",
+        path=_DFLASH2_SPECULATOR,
+        qualname="DFlash2Speculator._generate_draft",
+        sha256="3f1f638eac3e48f85b4a7dae898611150bbbef21120b5a0306ad5c0c8e5c4ba6",
+        patched=False,
+        why="the DFlash2 candidate walk over the sampled positions",
+    ),
+    Site(
+        key="dflash2_score_candidates",
+        path=_DFLASH2_SPECULATOR,
+        qualname="DFlash2Speculator._score_candidates",
+        sha256="25c9c0791a968565aedc529371618e3aa6a663e68323ab2b0a89056d104b812a",
+        patched=False,
+        why="strides the per-request hidden states by num_query_per_req",
+        must_contain=("self.num_query_per_req",),
+    ),
+    Site(
+        key="candidate_sampler_init",
+        path=_DFLASH2_SPECULATOR,
+        qualname="CandidateSampler.__init__",
+        sha256="bf008130242954c796c0e6df47320afb32aca284dc853f6ec705c8377571b287",
+        patched=False,
+        why="sizes the DFlash2 candidate scores per draft step",
+    ),
+    Site(
+        key="candidate_sampler_sample",
+        path=_DFLASH2_SPECULATOR,
+        qualname="CandidateSampler.sample",
+        sha256="ca6a9009f1b43646f26e28f6e81984d796cec5d81f80a34527e08c5954d9eef3",
+        patched=False,
+        why="walks the DFlash2 candidates step by step",
+    ),
+    Site(
+        key="candidate_sampler_cache_draft_logits",
+        path=_DFLASH2_SPECULATOR,
+        qualname="CandidateSampler._cache_draft_logits",
+        sha256="cee446ee061124521238504b167a14e24c40106c30c5651b494235a8461e3f7e",
+        patched=False,
+        why="caches the realized DFlash2 proposals per step",
     ),
 )
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import importlib.abc
 import importlib.machinery
+import importlib.util
 import logging
 import sys
 from collections.abc import Callable, Sequence
@@ -124,11 +125,13 @@ def wrap_num_lookahead_tokens(original_fget: Callable[[Any], int]) -> Callable[[
     return _mark(num_lookahead_tokens, original_fget)
 
 
-def wrap_v1_unsupported_features(original: Callable[[Any], list[str]]) -> Callable[[Any], list[str]]:
+def wrap_v1_unsupported_features(
+    original: Callable[[Any], list[str]], feature: str = V1_FEATURE
+) -> Callable[[Any], list[str]]:
     def _get_v1_model_runner_unsupported_features(self: Any) -> list[str]:
         unsupported = list(original(self))
         if anchor_first_dflash(getattr(self, "speculative_config", None)):
-            unsupported.append(V1_FEATURE)
+            unsupported.append(feature)
         return unsupported
 
     return _mark(_get_v1_model_runner_unsupported_features, original)
@@ -188,15 +191,18 @@ def wrap_dflash2_layer_init(original: Callable[..., None]) -> Callable[..., None
     return _mark(__init__, original)
 
 
-def wrap_v1_proposer_init(original: Callable[..., None]) -> Callable[..., None]:
+V1_PROPOSER_REFUSAL = (
+    "dflash-tools plugin: this DFlash draft is anchor-first (sample_from_anchor=true) but reached "
+    "the V1 DFlashProposer, which only drafts the bonus-anchor 1 + K layout; relaunch with "
+    "VLLM_USE_V2_MODEL_RUNNER=1"
+)
+
+
+def wrap_v1_proposer_init(original: Callable[..., None], refusal: str = V1_PROPOSER_REFUSAL) -> Callable[..., None]:
     def __init__(self: Any, vllm_config: Any, *args: Any, **kwargs: Any) -> None:
         speculative_config = getattr(vllm_config, "speculative_config", None)
         if anchor_first_dflash(speculative_config):
-            raise ValueError(
-                "dflash-tools plugin: this DFlash draft is anchor-first (sample_from_anchor=true) but reached "
-                "the V1 DFlashProposer, which only drafts the bonus-anchor 1 + K layout; relaunch with "
-                "VLLM_USE_V2_MODEL_RUNNER=1"
-            )
+            raise ValueError(refusal)
         original(self, vllm_config, *args, **kwargs)
         write_marker(
             "proposer",
@@ -370,3 +376,69 @@ def apply_patches(classification: Classification) -> list[str]:
     for key, apply in deferred.items():
         _when_imported(SITES_BY_KEY[key].module, _guarded(key, apply))
     return [check.site.key for check in classification.checks if check.site.patched]
+
+
+# --- the V1 refusal alone, for a vLLM the plugin does not patch -------------------------------
+
+V1_PROPOSER_MODULE = "vllm.v1.spec_decode.dflash"
+
+
+def refusal_only_feature(reason: str) -> str:
+    return (
+        "anchor-sampling DFlash drafts (sample_from_anchor=true): this runner would draft them in the bonus-anchor "
+        f"layout, and the dflash-tools plugin is not patching this vLLM ({reason})"
+    )
+
+
+def _refusable(function: Any) -> bool:
+    """A plain function not wrapped yet (by the full patch, or by an earlier call)."""
+    return getattr(function, "__code__", None) is not None and getattr(function, WRAPPED_ATTR, None) is None
+
+
+def install_v1_refusal(reason: str) -> list[str]:
+    """Make the V1 runner refuse anchor-first DFlash drafts, on any vLLM that has the hook points.
+
+    Stock V1 (0.33.0 and earlier) does not read `sample_from_anchor`: it accepts an anchor-first
+    DFlash draft and drafts it in the bonus-anchor layout without an error, so acceptance
+    collapses while the output stays correct. Whenever the full change is not applied (unknown
+    release, changed source, a wrapper that could not be installed), this guard is installed
+    alone so that vLLM refuses instead. It needs no fingerprint: appending to the V1 runner's
+    list of unsupported features and raising before the V1 proposer is built are right on any
+    version whose hook points exist. Returns the hook points found (`[]`: none, the V1 runner of
+    this vLLM cannot be guarded); the proposer's is installed when vLLM imports it.
+    """
+    found: list[str] = []
+    try:
+        from vllm.config.vllm import VllmConfig
+    except ImportError:
+        VllmConfig = None
+    features = getattr(VllmConfig, "__dict__", {}).get("_get_v1_model_runner_unsupported_features")
+    if features is not None and getattr(features, WRAPPED_ATTR, None) is not None:
+        found.append("v1_unsupported_features")
+    elif features is not None and _refusable(features):
+        VllmConfig._get_v1_model_runner_unsupported_features = wrap_v1_unsupported_features(
+            features, refusal_only_feature(reason)
+        )
+        found.append("v1_unsupported_features")
+    try:
+        has_proposer = importlib.util.find_spec(V1_PROPOSER_MODULE) is not None
+    except ModuleNotFoundError:  # a parent package is missing
+        has_proposer = False
+    if has_proposer:
+
+        def guard_proposer(module: ModuleType) -> None:
+            proposer = getattr(module, "DFlashProposer", None)
+            init = getattr(proposer, "__dict__", {}).get("__init__")
+            if proposer is not None and init is not None and _refusable(init):
+                proposer.__init__ = wrap_v1_proposer_init(
+                    init,
+                    "dflash-tools plugin: this DFlash draft is anchor-first (sample_from_anchor=true); the V1 "
+                    "DFlashProposer would draft it in the bonus-anchor layout, and the plugin is not patching this "
+                    f"vLLM ({reason})",
+                )
+            elif proposer is None:
+                logger.warning("dflash-tools plugin: %s has no DFlashProposer to guard", V1_PROPOSER_MODULE)
+
+        _when_imported(V1_PROPOSER_MODULE, guard_proposer)
+        found.append("v1_dflash_proposer_init")
+    return found

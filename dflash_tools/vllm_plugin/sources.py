@@ -1,8 +1,8 @@
 """Read vLLM's source files without importing vLLM, and cut single functions out of them.
 
-The same code reads an installed vLLM (through the package folder), a vLLM wheel (a zip, in the
-tests) or the modules a running vLLM has already imported (inside the plugin), so the fingerprint
-that the plugin checks at runtime is the one the test suite checks against the real release.
+The same code reads an installed vLLM through its package folder, for the launcher (without
+importing it) and inside the plugin, so the fingerprint that the plugin checks at runtime is the
+one the real-vLLM tier checks against the installed release.
 Paths are POSIX paths relative to the folder that holds the `vllm` package, e.g.
 `vllm/config/vllm.py`.
 """
@@ -13,7 +13,6 @@ import ast
 import hashlib
 import importlib.util
 import textwrap
-import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -31,19 +30,6 @@ def directory_reader(root: Path) -> SourceReader:
             return path.read_text(encoding="utf-8")
         except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
             return None
-
-    return read
-
-
-def wheel_reader(wheel: Path) -> SourceReader:
-    """Files inside a wheel, read from the zip without unpacking or installing it."""
-    archive = zipfile.ZipFile(wheel)
-    names = set(archive.namelist())
-
-    def read(relative: str) -> str | None:
-        if relative not in names:
-            return None
-        return archive.read(relative).decode("utf-8")
 
     return read
 

@@ -7,6 +7,7 @@ import json
 import re
 import subprocess
 import sys
+import tempfile
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,24 @@ from tests.hub_server import HubServer
 runner = CliRunner()
 FAKE_CHILD = Path(__file__).parents[1] / "fake_child.py"
 ANCHOR_DFLASH2 = replace(testing.TINY_DFLASH2, block_size=7, sample_from_anchor=True)
+
+
+@pytest.fixture(autouse=True)
+def system_temp_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Without --output-dir, smoke-test keeps each run's requests and logs in a new folder under the
+    system temp dir, on purpose (it prints where); in these runs that folder lives under tmp_path."""
+    folder = tmp_path / "system-tmp"
+    folder.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(folder))
+    return folder
+
+
+@pytest.fixture(autouse=True)
+def without_vllm(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These runs stand for a machine without vLLM (tests/fake_child.py plays the engine). Where vLLM
+    is installed it is made unimportable, so that they hold either way; the installed vLLM 0.33.0
+    itself is covered by tests/real_vllm."""
+    monkeypatch.setitem(sys.modules, "vllm", None)
 
 
 def invoke(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:

@@ -305,3 +305,26 @@ def test_pause_point_is_inert_unless_asked(monkeypatch: pytest.MonkeyPatch, tmp_
     monkeypatch.setenv("DFLASH_TOOLS_TEST_PAUSE_FILE", str(marker))
     pause_point("staged")
     assert not marker.exists()
+
+
+def test_a_plain_folder_named_blobs_is_not_the_cache(tmp_path: Path) -> None:
+    # Issue 12: a shard linked to `store/blobs/x` in an ordinary folder was refused as "inside the
+    # Hugging Face cache". The cache's layout is models--*/{blobs,snapshots}, not a folder name.
+    store = tmp_path / "store" / "blobs"
+    store.mkdir(parents=True)
+    (store / "x").write_text("{}")
+    plain = tmp_path / "ckpt"
+    plain.mkdir()
+    (plain / "model.safetensors").symlink_to(store / "x")
+    assert not is_in_hf_cache(plain) and not is_in_hf_cache(plain / "model.safetensors")
+    # A folder named like a snapshot, outside a cached repo, is not the cache either.
+    fake = tmp_path / "work" / "snapshots" / ("b" * 40)
+    fake.mkdir(parents=True)
+    assert not is_in_hf_cache(fake)
+    # The same link into a real cached repo's blobs is.
+    repo = tmp_path / "models--org--name"
+    (repo / "blobs").mkdir(parents=True)
+    (repo / "snapshots").mkdir()
+    (repo / "blobs" / "y").write_text("{}")
+    (plain / "config.json").symlink_to(repo / "blobs" / "y")
+    assert is_in_hf_cache(plain)

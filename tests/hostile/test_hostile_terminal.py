@@ -226,10 +226,14 @@ def test_hub_metadata_is_inert_and_exact(hub: HubServer) -> None:
         },
     )
     code, out, err = run("inspect", "evil/draft", "--tensors")
-    assert code == 0, err
+    # A model_type no engine can resolve is an error (issue 12), reported inertly.
+    assert code == 1, err
     assert_inert(out, err)
     code, out, _ = run("inspect", "evil/draft", "--json", "--tensors")
-    assert set(names) <= {row["name"] for row in json.loads(out)["tensor_table"]}
+    document = json.loads(out)
+    assert set(names) <= {row["name"] for row in document["tensor_table"]}
+    assert [f["keys"] for f in document["findings"] if f["severity"] == "error"] == [["model_type"]]
+    assert HOSTILE[0] in strings([f.get("values", {}) for f in document["findings"]])
 
 
 def test_hub_error_text_is_inert(hub: HubServer) -> None:

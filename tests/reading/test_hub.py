@@ -648,9 +648,15 @@ def test_is_in_hf_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None
     assert is_in_hf_cache(snapshot / "config.json")
     assert is_in_hf_cache(snapshot / "not-yet-written.json")
 
-    # Elsewhere, a path shaped like a snapshot is still refused.
-    lookalike = tmp_path / "copy" / "snapshots" / ("d" * 40) / "config.json"
-    assert is_in_hf_cache(lookalike)
+    # Elsewhere, a cache laid out the real way (a second cache, or one copied) is refused...
+    other_repo = tmp_path / "copy" / "models--org--other"
+    (other_repo / "blobs").mkdir(parents=True)
+    assert is_in_hf_cache(other_repo / "snapshots" / ("d" * 40) / "config.json") is False  # no snapshots/ yet
+    (other_repo / "snapshots").mkdir()
+    assert is_in_hf_cache(other_repo / "snapshots" / ("d" * 40) / "config.json")
+    # ...but a folder merely named `snapshots/<hex>` is not the cache (issue 12: decide by layout).
+    lookalike = tmp_path / "work" / "snapshots" / ("d" * 40) / "config.json"
+    assert not is_in_hf_cache(lookalike)
 
     # A symlink elsewhere that resolves into a blobs/ folder, and a folder full of them.
     outside = tmp_path / "outside"

@@ -1,7 +1,7 @@
 """Plan resolution (no GPU): K, query positions, runner, patch or native, environment, the request.
 
 Every fixture dialect in both layouts, against each kind of vLLM: none installed, stock 0.33.0
-(patched by the plugin; also the capability read from the real wheel), one with the upstream
+(patched by the plugin; the real installed one is read in tests/real_vllm), one with the upstream
 change, and one the plugin was not written for.
 """
 
@@ -16,11 +16,9 @@ import pytest
 from dflash_tools import testing
 from dflash_tools.draft.target import load_target
 from dflash_tools.errors import UsageError
-from dflash_tools.smoke.capability import VllmCapability, capability_from_sources
+from dflash_tools.smoke.capability import VllmCapability
 from dflash_tools.smoke.plan import DraftPlan, SmokeOptions, resolve_plan, vllm_sample_from_anchor
 from dflash_tools.smoke.presets import SANITY_FLOOR, DraftEntry, Floor
-from dflash_tools.vllm_plugin.sources import wheel_reader
-from tests.vllm_wheel import wheel_fixture
 
 
 def capability(support: str, *, registered: bool = True) -> VllmCapability:
@@ -139,14 +137,6 @@ def test_unregistered_plugin_is_a_setup_refusal(tmp_path: Path) -> None:
     assert "not registered" in next(f.message for f in draft.findings if f.code == "DFT041")
     forced = plan_for(tmp_path / "f", "zlab-dflash", ANCHOR, capability("patchable", registered=False), force=True)
     assert forced.runnable and forced.forced and forced.runs[0].serving == "unavailable"
-
-
-def test_real_0_33_0_capability_plans_the_plugin(request: pytest.FixtureRequest, tmp_path: Path) -> None:
-    wheel = wheel_fixture(request)
-    real = capability_from_sources("0.33.0", wheel_reader(wheel), registered=True, environ={})
-    assert real.support == "patchable"
-    draft = plan_for(tmp_path, "zlab-dflash2", ANCHOR_DFLASH2, real)
-    assert draft.runs[0].serving == "plugin"
 
 
 def test_open_spec_is_a_checkpoint_refusal(tmp_path: Path) -> None:

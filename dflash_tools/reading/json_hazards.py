@@ -1,0 +1,196 @@
+"""JSON that parses but that readers disagree on, or that our own writers cannot carry.
+
+- Duplicate keys: Python's json (so transformers and vLLM) keeps the last value, other readers
+  (serde_json in strict mode refuses, some keep the first) differ. DFT059 where the values
+  differ, DFT060 where a key merely repeats its value.
+- Lone surrogates (`"\\ud800"`): valid JSON text, but not Unicode; strict parsers refuse it and
+  no UTF-8 writer can encode it (DFT061).
+- Nesting far deeper than any config: engines never read it, but every recursive walker
+  (deepcopy, encoders) breaks on it (DFT062).
+
+Every walk here is iterative, so a hostile document cannot exhaust the stack.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from dflash_tools.draft.findings import Finding, make_finding
+
+# Real configs nest 4 or 5 levels (speculators_config.proposal_methods[0].x); 64 leaves room.
+MAX_CONFIG_DEPTH = 64
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+@dataclass(frozen=True)
+class DuplicateKey:
+    path: str
+    values: tuple[Any, ...]  # every value, in file order; the last is what Python reads
+
+    @property
+    def differ(self) -> bool:
+        return any(not _same_json(v, self.values[-1]) for v in self.values)
+
+
+def _same_json(a: Any, b: Any) -> bool:
+    """Equal as JSON text (1, 1.0 and true differ); by their serializations, which keeps this
+    module free of the convert layer's comparison."""
+    try:
+        return json.dumps(a, allow_nan=True) == json.dumps(b, allow_nan=True)
+    except (RecursionError, ValueError):
+        return False
+
+
+class _Pairs(dict[str, Any]):
+    """A dict that remembers which of its keys the file repeated, and their values."""
+
+    repeated: dict[str, list[Any]]
+
+
+def _hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    seen: dict[str, list[Any]] = {}
+    for key, value in pairs:
+        seen.setdefault(key, []).append(value)
+    result = _Pairs(pairs)
+    result.repeated = {key: values for key, values in seen.items() if len(values) > 1}
+    return result
+
+
+def loads_tracking_duplicates(text: str) -> tuple[Any, list[DuplicateKey]]:
+    """`json.loads(text)` (same values: last key wins) plus every duplicated key path."""
+    value = json.loads(text, object_pairs_hook=_hook)
+    duplicates: list[DuplicateKey] = []
+    stack: list[tuple[Any, str]] = [(value, "")]
+    while stack:
+        node, path = stack.pop()
+        if isinstance(node, dict):
+            for key, values in getattr(node, "repeated", {}).items():
+                duplicates.append(DuplicateKey(f"{path}{key}", tuple(values)))
+            stack.extend((child, f"{path}{key}.") for key, child in node.items())
+        elif isinstance(node, list):
+            stack.extend((child, f"{path.rstrip('.')}[{index}].") for index, child in enumerate(node))
+    duplicates.sort(key=lambda d: d.path)
+    return _plain(value), duplicates
+
+
+def _plain(value: Any) -> Any:
+    """The same tree with ordinary dicts (no tracking attributes leak to callers)."""
+    root: list[Any] = [value]
+    stack: list[tuple[Any, Any, Any]] = [(root, 0, value)]
+    while stack:
+        parent, slot, node = stack.pop()
+        if isinstance(node, dict):
+            plain = dict(node)
+            parent[slot] = plain
+            stack.extend((plain, key, child) for key, child in plain.items() if isinstance(child, dict | list))
+        elif isinstance(node, list):
+            stack.extend((node, index, child) for index, child in enumerate(node) if isinstance(child, dict | list))
+    return root[0]
+
+
+def depth_and_path(value: Any) -> tuple[int, str]:
+    """The deepest container nesting in `value` and the path where it starts (iteratively)."""
+    deepest, where = 0, ""
+    stack: list[tuple[Any, int, str]] = [(value, 0, "")]
+    while stack:
+        node, depth, path = stack.pop()
+        if isinstance(node, dict | list):
+            depth += 1
+            if depth > deepest:
+                deepest, where = depth, path
+            if depth > MAX_CONFIG_DEPTH + 1:
+                continue  # deep enough to report; no need to walk further down
+            items = node.items() if isinstance(node, dict) else enumerate(node)
+            for key, child in items:
+                child_path = f"{path}.{key}" if isinstance(node, dict) else f"{path}[{key}]"
+                stack.append((child, depth, child_path.lstrip(".")))
+    return deepest, _top_path(where)
+
+
+def _top_path(path: str) -> str:
+    """The first two steps of a path (a 900-deep path is no use in a message)."""
+    parts = re.split(r"(?=\[)|\.", path)
+    return "".join(p if p.startswith("[") else f".{p}" for p in parts[:2] if p).lstrip(".")
+
+
+def surrogate_paths(value: Any) -> list[str]:
+    """Paths of strings (keys or values) that hold a lone surrogate."""
+    found: list[str] = []
+    stack: list[tuple[Any, str]] = [(value, "")]
+    while stack:
+        node, path = stack.pop()
+        if isinstance(node, str) and _SURROGATE.search(node):
+            found.append(path or "(document)")
+        elif isinstance(node, dict):
+            for key, child in node.items():
+                child_path = f"{path}.{ascii(key)[1:-1]}".lstrip(".")
+                if _SURROGATE.search(key):
+                    found.append(child_path)
+                stack.append((child, child_path))
+        elif isinstance(node, list):
+            stack.extend((child, f"{path}[{index}]") for index, child in enumerate(node))
+    return sorted(found)
+
+
+def _show(value: Any) -> str:
+    text = ascii(value) if not isinstance(value, dict | list) else f"<{type(value).__name__}>"
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def hazard_findings(value: Any, duplicates: list[DuplicateKey], file: str) -> list[Finding]:
+    """Findings for duplicated keys, lone surrogates and extreme nesting in one parsed file."""
+    findings: list[Finding] = []
+    for duplicate in duplicates:
+        shown = ", ".join(_show(v) for v in duplicate.values)
+        if duplicate.differ:
+            findings.append(
+                make_finding(
+                    "DFT059",
+                    f"{file}: key {duplicate.path} appears {len(duplicate.values)} times with different values "
+                    f"({shown}); Python json, transformers and vLLM read the last, other readers may read the first",
+                    "keep one copy with the intended value; `dflash-tools convert` writes the last one alone",
+                    keys=(duplicate.path,),
+                    file=file,
+                )
+            )
+        else:
+            findings.append(
+                make_finding(
+                    "DFT060",
+                    f"{file}: key {duplicate.path} appears {len(duplicate.values)} times (same value {_show(duplicate.values[-1])})",
+                    "remove the repeated key; strict JSON readers refuse duplicates",
+                    keys=(duplicate.path,),
+                    file=file,
+                )
+            )
+    bad_strings = surrogate_paths(value)
+    if bad_strings:
+        # One finding per file: a conversion that moves the strings (into a nested decoder
+        # config, or a restore copy) still carries the same problem, not a new one.
+        shown = ", ".join(bad_strings[:5]) + (f" and {len(bad_strings) - 5} more" if len(bad_strings) > 5 else "")
+        findings.append(
+            make_finding(
+                "DFT061",
+                f"{file}: {shown} hold{'s' if len(bad_strings) == 1 else ''} a lone surrogate (\\ud800-\\udfff "
+                "escape): not Unicode text; strict JSON readers refuse it and it cannot be written as UTF-8",
+                "replace those strings with valid text",
+                keys=tuple(bad_strings),
+                file=file,
+            )
+        )
+    depth, where = depth_and_path(value)
+    if depth > MAX_CONFIG_DEPTH:
+        findings.append(
+            make_finding(
+                "DFT062",
+                f"{file}: {where or 'the document'} nests more than {MAX_CONFIG_DEPTH} levels deep "
+                "(no config an engine reads needs that many)",
+                f"remove {where or 'the nested value'}; nothing an engine reads nests this deep",
+                keys=(where,) if where else (),
+                file=file,
+            )
+        )
+    return findings

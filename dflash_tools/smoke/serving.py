@@ -1,0 +1,102 @@
+"""What the vLLM in this environment will do with a draft: `inspect --engine vllm`.
+
+`inspect_for_vllm` is the inspect walk plus these serving checks (they live with smoke-test's
+view of vLLM, above the inspect layer).
+
+The engine is classified from its files (`smoke.capability.detect_vllm`, no import, no GPU). Only
+anchor-first DFlash-family drafts depend on it (docs/tier-vllm.md):
+
+- served as declared: natively (the upstream change), or by the dflash-tools plugin on 0.33.0;
+- refused: the V2 runner always refuses what it cannot serve; the V1 runner refuses DFlash2
+  (candidate head) on its own and DFlash1 only with the upstream change or the plugin's guard
+  (DFT041, an error in this context);
+- served *silently wrong*: stock V1 accepts an anchor-first DFlash1 draft and drafts it in the
+  bonus-anchor layout without an error; acceptance collapses while the output stays correct
+  (DFT051). V1 is what vLLM picks with `VLLM_USE_V2_MODEL_RUNNER=0`, or on its own where Triton
+  is missing.
+"""
+
+from __future__ import annotations
+
+from dflash_tools.draft.description import Algorithm, DraftDescription
+from dflash_tools.draft.findings import Finding, Severity, make_finding, sort_findings
+from dflash_tools.draft.geometry import Geometry
+from dflash_tools.draft.target import TargetSpec
+from dflash_tools.inspect import InspectReport, inspect_loaded
+from dflash_tools.reading.checkpoint import LoadedCheckpoint
+from dflash_tools.smoke.capability import VllmCapability
+
+ENGINES = ("vllm",)
+
+
+def inspect_for_vllm(
+    loaded: LoadedCheckpoint,
+    vllm: VllmCapability,
+    *,
+    target: TargetSpec | None = None,
+    num_speculative_tokens: int | None = None,
+) -> InspectReport:
+    """`inspect_loaded`, then how this vLLM will serve the draft (findings, and `vllm` in the document)."""
+    report = inspect_loaded(loaded, target=target, num_speculative_tokens=num_speculative_tokens)
+    if report.description is not None and report.geometry is not None:
+        serving = vllm_serving_findings(loaded.source, report.description, report.geometry, vllm)
+        report.findings = sort_findings([*report.findings, *serving])
+    report.extra["vllm"] = vllm.to_dict()  # what the serving verdict was based on
+    return report
+
+
+def _plugin_state(capability: VllmCapability) -> str:
+    if not capability.plugin_registered:
+        return "the dflash-tools plugin is not installed with this vLLM"
+    if capability.plugin_disabled:
+        return "the dflash-tools plugin is disabled (DFLASH_TOOLS_PLUGIN_DISABLE)"
+    if not capability.plugin_allowed:
+        return "VLLM_PLUGINS does not list dflash_tools, so vLLM does not load the plugin"
+    return "this vLLM has no hook point for the plugin's V1 guard"
+
+
+def vllm_serving_findings(
+    source: str, desc: DraftDescription, geometry: Geometry, capability: VllmCapability
+) -> list[Finding]:
+    """DFT052 (no vLLM here), DFT041 (refused), DFT051 (served silently in the wrong layout)."""
+    if not capability.installed:
+        return [
+            make_finding(
+                "DFT052",
+                "--engine vllm: vLLM is not installed in this Python environment, so how it serves the draft "
+                "was not checked",
+                "run inspect with the Python environment that runs vLLM",
+            )
+        ]
+    if desc.algorithm is Algorithm.DSPARK or not geometry.sample_from_anchor:
+        return []
+    if capability.support == "native" or (capability.support == "patchable" and capability.plugin_active):
+        return []
+    version = capability.version or "(unknown version)"
+    values = {"vllm_version": capability.version, "support": capability.support}
+    if desc.algorithm is Algorithm.DFLASH2 or capability.v1_refuses_anchor_first:
+        return [
+            make_finding(
+                "DFT041",
+                f"{source} is anchor-first (sample_from_anchor=true) and vLLM {version} refuses it: "
+                f"{capability.reason if capability.support != 'patchable' else _plugin_state(capability)}",
+                "serve it with vLLM 0.33.0 and dflash-tools in the same environment (the plugin patches the "
+                "runner), or with a vLLM that includes vllm-project/vllm#54154",
+                severity=Severity.ERROR,
+                keys=("sample_from_anchor",),
+                values={**values, "cause": "environment"},
+            )
+        ]
+    why = _plugin_state(capability) + ("" if capability.support == "patchable" else f" ({capability.reason})")
+    return [
+        make_finding(
+            "DFT051",
+            f"{source} is an anchor-first DFlash draft and vLLM {version}'s V1 runner would serve it in the "
+            f"bonus-anchor layout without an error (acceptance collapses, the output stays correct): {why}",
+            "let vLLM load the dflash-tools plugin (install dflash-tools with vLLM; VLLM_PLUGINS unset or listing "
+            "dflash_tools): it serves the draft on 0.33.0 and makes V1 refuse it elsewhere; or serve with "
+            "VLLM_USE_V2_MODEL_RUNNER=1, which refuses it",
+            keys=("sample_from_anchor",),
+            values=values,
+        )
+    ]
