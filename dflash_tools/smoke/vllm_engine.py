@@ -161,6 +161,19 @@ def _observed_rows(llm: Any) -> list[int] | None:
 # --- running vLLM ----------------------------------------------------------------------------
 
 
+def engine_error_line(exc: BaseException) -> str:
+    """The informative line of an engine-start error, for the one-line result error.
+
+    vLLM's config validation raises pydantic errors whose first line is only "1 validation error
+    for VllmConfig"; the reason is on the "Value error, ..." line. Otherwise the first line.
+    """
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    for line in lines:
+        if line.startswith("Value error, "):
+            return f"{type(exc).__name__}: {line.removeprefix('Value error, ').split(' [type=')[0]}"
+    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+
+
 def _plugin_state(required: bool) -> dict[str, Any] | None:
     folder = os.environ.get(MARKER_DIR_ENV)
     if not folder:
@@ -294,7 +307,10 @@ def _run(request: contract.SmokeRequest, work: Path, details: dict[str, Any]) ->
 
     progress(f"loading {request['target']} with draft {speculative['model']} (K={request['num_speculative_tokens']})")
     kwargs = _engine_kwargs(request)
-    llm = LLM(model=request["target"], speculative_config=speculative, **kwargs)
+    try:
+        llm = LLM(model=request["target"], speculative_config=speculative, **kwargs)
+    except Exception as exc:
+        raise EngineFailure(f"vLLM did not start: {engine_error_line(exc)}") from exc
     try:
         config = llm.llm_engine.vllm_config
         details["runner"] = "v2" if config.use_v2_model_runner else "v1"

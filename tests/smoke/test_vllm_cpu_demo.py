@@ -212,3 +212,17 @@ def test_reference_engine_gets_the_constructed_acceptance_and_the_collapse(name:
     own, other = outcomes[declared], outcomes[not declared]
     assert (own["num_drafts"], own["accepted_per_position"]) == (13, [5] * 7)
     assert other["num_accepted_tokens"] == 0 and other["num_drafts"] == 47
+
+
+def test_engine_start_errors_keep_vllms_reason() -> None:
+    from dflash_tools.smoke.vllm_engine import engine_error_line
+
+    class ValidationError(Exception):
+        pass
+
+    pydantic_like = ValidationError(
+        "1 validation error for VllmConfig\n  Value error, Model Runner V2 requires Triton. [type=value_error, "
+        "input_value=ArgsKwargs(())]\n    For further information visit https://errors.pydantic.dev"
+    )
+    assert engine_error_line(pydantic_like) == "ValidationError: Model Runner V2 requires Triton."
+    assert engine_error_line(RuntimeError("first\nsecond")) == "RuntimeError: first"
