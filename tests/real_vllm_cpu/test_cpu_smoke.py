@@ -9,6 +9,7 @@ reference engine for the cross-check. Each test takes one to three minutes on tw
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -28,9 +29,11 @@ def _needs_vllm() -> None:
 TIMEOUT_S = 480
 
 
-def smoke(tmp_path: Path, *args: str) -> tuple[int, dict[str, Any], str]:
+def smoke(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> tuple[int, dict[str, Any], str]:
     command = [sys.executable, "-m", "dflash_tools", "smoke-test", *args, "--output-dir", str(tmp_path / "work")]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT_S, check=False)
+    done = subprocess.run(
+        command, capture_output=True, text=True, timeout=TIMEOUT_S, check=False, env={**os.environ, **(env or {})}
+    )
     return done.returncode, json.loads(done.stdout), done.stderr
 
 
@@ -60,12 +63,25 @@ def test_the_bundled_bonus_anchor_pair_passes_and_matches_the_reference(tmp_path
     assert check["max_rate_difference"] <= check["tolerance"]["acceptance_rate_per_position"]
 
 
-def test_compare_layouts_fails_the_anchor_first_draft_for_what_vllm_did(tmp_path: Path) -> None:
-    code, document, stderr = smoke(
-        tmp_path, "--engine", "vllm", "--device", "cpu",
-        "-t", "example:vllm-cpu-demo/target", "-d", "example:vllm-cpu-demo/zlab-dflash-anchor-first",
-        "--compare-layouts", "--num-prompts", "4", "--max-tokens", "64", "--format", "json",
-    )  # fmt: skip
+ANCHOR_FIRST = (
+    "--engine", "vllm", "--device", "cpu",
+    "-t", "example:vllm-cpu-demo/target", "-d", "example:vllm-cpu-demo/zlab-dflash-anchor-first",
+    "--compare-layouts", "--num-prompts", "4", "--max-tokens", "64", "--format", "json",
+)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "plugin",
+    [
+        # The dflash-tools plugin refuses to patch 0.32.0 and installs its V1 guard: vLLM refuses.
+        "guard",
+        # DFLASH_TOOLS_PLUGIN_DISABLE=1 leaves stock vLLM: V1 serves the draft in the bonus layout.
+        "disabled",
+    ],
+)
+def test_compare_layouts_fails_the_anchor_first_draft_for_what_vllm_did(tmp_path: Path, plugin: str) -> None:
+    env = {"DFLASH_TOOLS_PLUGIN_DISABLE": "1"} if plugin == "disabled" else {}
+    code, document, stderr = smoke(tmp_path, *ANCHOR_FIRST, env=env)
     assert code == 1, stderr[-3000:]
     (draft,) = document["drafts"]
     verdict = draft["verdict"]
@@ -73,6 +89,7 @@ def test_compare_layouts_fails_the_anchor_first_draft_for_what_vllm_did(tmp_path
     declared = draft["runs"][0]
     assert declared["layout_role"] == "declared" and declared["serving"] == "unsupported"
     reasons = " | ".join(verdict["reasons"])
+    assert declared["result"]["ok"] is (plugin == "disabled")
     if declared["result"]["ok"]:
         # Stock V1 took the draft and ran its bonus layout: observed, and the acceptance collapsed
         # against the same draft in its declared layout on the reference engine.
@@ -84,5 +101,5 @@ def test_compare_layouts_fails_the_anchor_first_draft_for_what_vllm_did(tmp_path
         assert check["mean_acceptance_length"]["torch"] > 3.0
         assert draft["layout_comparison_reference"]["outcome"] == "declared"
     else:
-        # A vLLM with the V1 guard (the dflash-tools plugin, issue 10) refuses the draft instead.
         assert reasons.startswith("vLLM refused the anchor-first draft")
+        assert "Model Runner V1 does not support: anchor-sampling DFlash drafts" in reasons
