@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +22,16 @@ os.environ["COLUMNS"] = "200"
 os.environ.pop("HF_TOKEN", None)
 os.environ.pop("DFLASH_TOOLS_FORMAT", None)
 os.environ.pop("DFLASH_TOOLS_DEBUG", None)
+
+# torch creates /tmp/torchinductor_<user> when the engine tests import it; the suite must leave
+# nothing behind, so that cache goes into a scratch folder removed when the session ends. Child
+# processes inherit the variable.
+_SCRATCH = tempfile.mkdtemp(prefix="dflash-tools-tests-")
+os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(Path(_SCRATCH) / "torchinductor"))
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    shutil.rmtree(_SCRATCH, ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)
