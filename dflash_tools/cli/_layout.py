@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 import textwrap
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from rich import box
 from rich.console import Console
@@ -151,8 +151,12 @@ def print_findings(console: Console, findings: Sequence[dict[str, object]], fixe
 
         def number(match: re.Match[str], code: str = code) -> str:
             command = " ".join(match.group(1).split())
-            for fix in fixes:
+            for index, fix in enumerate(fixes):
                 if fix.command == command:
+                    return f"fix {fix.number} below"
+                merged = merge_convert_commands(fix.command, command)
+                if merged is not None:
+                    fixes[index] = replace(fix, code=f"{fix.code}, {code}", command=merged)
                     return f"fix {fix.number} below"
             fixes.append(Fix(len(fixes) + 1, code, command))
             return f"fix {len(fixes)} below"
@@ -160,6 +164,29 @@ def print_findings(console: Console, findings: Sequence[dict[str, object]], fixe
         hint = _COMMAND.sub(number, hint)
         for line in wrap_words("→ " + hint, width, indent + "  ", first_indent=indent):
             print_line(console, line, style="dim")
+
+
+def merge_convert_commands(first: str, second: str) -> str | None:
+    """One `convert SRC -o OUT` with both commands' flags, or None when they cannot be one.
+
+    Two findings often suggest a convert of the same source into the same folder with different
+    flags; pasted one after the other, the second would stop at "OUT exists". Their flags only add
+    to each other (each names a value convert writes), so the union is the command to run, unless
+    one flag's `--no-` form stands in the other command."""
+    first_words, second_words = first.split(), second.split()
+    base = 5  # dflash-tools convert SRC -o OUT
+    if len(first_words) < base or first_words[:2] != ["dflash-tools", "convert"]:
+        return None
+    if first_words[:base] != second_words[:base] or first_words[3] != "-o":
+        return None
+    first_flags, second_flags = first_words[base:], second_words[base:]
+    if any(not word.startswith("--") for word in first_flags + second_flags):
+        return None  # a flag with a value (`--block-size N`): keep such commands apart
+    names = {word.removeprefix("--no-").removeprefix("--") for word in first_flags}
+    extra = [word for word in second_flags if word not in first_flags]
+    if any(word.removeprefix("--no-").removeprefix("--") in names for word in extra):
+        return None  # --sample-from-anchor against --no-sample-from-anchor: the user must choose
+    return " ".join(first_words + extra)
 
 
 def print_fixes(console: Console, fixes: Sequence[Fix]) -> None:

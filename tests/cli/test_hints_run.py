@@ -166,3 +166,38 @@ def test_a_typo_of_a_local_folder_says_so(tmp_path: Path, monkeypatch: pytest.Mo
         assert "no local folder checkpoints/my-draft, and no Hub repo of that name" in stderr
         assert "checkpoints/my-draft-v2" in stderr  # the close local name
         assert "hf download" not in stderr
+
+
+@pytest.mark.parametrize("name", ["speculators-dflash-legacy", "dspark-native"])
+def test_the_printed_fix_lines_run_one_after_another(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a user does: copy each printed fix line in turn, in one folder, nothing cleaned between.
+    Converts of one source into one folder are one line, so none stops at "OUT exists", and the
+    result no longer carries the codes the fixes were for."""
+    monkeypatch.chdir(tmp_path)
+    source = f"example:{name}"
+    code, out, _ = run(["inspect", source])
+    assert code in (0, 1)
+    lines = [line for line in out.splitlines() if line.startswith("dflash-tools ")]
+    comments = [line for line in out.splitlines() if line.startswith("# fix ")]
+    assert lines and len(lines) == len(comments)
+    fixed_codes = set(re.findall(r"DFT\d{3}", " ".join(comments)))
+    for line in lines:
+        code, text = paste(fill_placeholders(line, source))
+        assert code == 0, f"`{line}` exits {code}:\n{text}"
+    outputs = {re.search(r"-o (\S+)", line).group(1) for line in lines}  # type: ignore[union-attr]
+    for folder in outputs:
+        code, out, _ = run(["inspect", folder, "--json"])
+        assert code == 0
+        assert not fixed_codes & {f["code"] for f in json.loads(out)["findings"]}
+
+
+def test_converts_into_one_folder_merge_and_conflicting_ones_do_not() -> None:
+    from dflash_tools.cli._layout import merge_convert_commands
+
+    base = "dflash-tools convert ./d -o ./out"
+    assert merge_convert_commands(base, base + " --no-sample-from-anchor") == base + " --no-sample-from-anchor"
+    assert merge_convert_commands(base + " --sample-from-anchor", base + " --no-sample-from-anchor") is None
+    assert merge_convert_commands(base, "dflash-tools convert ./d -o ./elsewhere --sample-from-anchor") is None
+    assert merge_convert_commands(base, base + " --block-size N") is None
