@@ -569,7 +569,7 @@ def render(document: dict[str, Any], *, no_color: bool = False) -> None:
 def _print_wrapped(console: Any, line: Text, width: int) -> None:
     """A styled verdict line, wrapped at words only (the status word keeps its style)."""
     plain = line.plain
-    wrapped = wrap_words(plain, width, "  ")
+    wrapped = wrap_words(plain, width, "  ", first_indent="")
     if len(wrapped) == 1:
         print_line(console, line)
         return

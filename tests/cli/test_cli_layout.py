@@ -321,3 +321,26 @@ def test_a_path_longer_than_the_terminal_stands_whole_on_its_own_line(tmp_path: 
     assert isinstance(report, dict)
     assert str(deep) in lines, "the path is not a line of its own"
     assert_fits(lines, 80, finding_tokens(report)[1])
+
+
+@pytest.mark.parametrize("columns", WIDTHS)
+def test_a_long_verdict_wraps_at_words_without_losing_or_repeating_any(columns: int) -> None:
+    # A vLLM refusal is a long verdict; its first line once kept two characters of the next word.
+    import io
+
+    from rich.console import Console
+    from rich.text import Text
+
+    from dflash_tools.cli.smoke_test_cmd import _print_wrapped
+
+    reason = (
+        "vLLM refused the anchor-first draft: vLLM did not start: ValidationError: Model Runner V1 "
+        "does not support: anchor-sampling DFlash drafts (sample_from_anchor=true): this runner would "
+        "draft them in the bonus-anchor layout"
+    )
+    line = Text.assemble(("FAIL", "bold red"), f" example:vllm-cpu-demo/zlab-dflash-anchor-first: {reason}")
+    buffer = io.StringIO()
+    _print_wrapped(Console(file=buffer, width=columns, no_color=True), line, columns)
+    printed = buffer.getvalue().splitlines()
+    assert len(printed) > 1 and all(len(row) <= columns for row in printed)
+    assert " ".join(row.strip() for row in printed).split() == line.plain.split()
