@@ -521,7 +521,13 @@ def render(document: dict[str, Any], *, no_color: bool = False) -> None:
     prompts = document["prompts"]
     engine = document["engine"]
     if engine == "vllm" and vllm:
-        engine = f"{vllm.get('engine') or 'vllm (not installed)'} · {vllm.get('support')}"
+        # The JSON keeps the bare word; a reader needs to know it is about anchor-first serving.
+        support = {
+            "native": "anchor-first served natively",
+            "patchable": "anchor-first served through the dflash-tools plugin",
+            "unsupported": "anchor-first not served (refused)",
+        }.get(str(vllm.get("support")), str(vllm.get("support")))
+        engine = f"{vllm.get('engine') or 'vllm (not installed)'} · {support}"
     verdicts = _verdict_lines(document)
     for verdict_line in verdicts:
         _print_wrapped(console, verdict_line, width)
