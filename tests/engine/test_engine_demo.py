@@ -9,14 +9,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dflash_tools.engine import demo
+from dflash_tools.engine import demo, demo_checkpoints
 from dflash_tools.inspect import inspect_checkpoint
 
 
 def test_bundled_demo_is_what_write_demo_writes(tmp_path: Path) -> None:
     written = demo.write_demo(tmp_path)
     bundled = demo.bundled_demo_dir()
+    assert sorted(p.name for p in bundled.iterdir()) == sorted(written)
     for name, folder in written.items():
+        assert sorted(p.name for p in (bundled / name).iterdir()) == sorted(p.name for p in folder.iterdir())
         for file in sorted(folder.iterdir()):
             assert (bundled / name / file.name).read_bytes() == file.read_bytes(), f"{name}/{file.name}"
     total = sum(p.stat().st_size for p in bundled.rglob("*") if p.is_file())
@@ -59,7 +61,7 @@ def test_bundled_demo_drafts_inspect_clean_against_the_target(name: str) -> None
 
 def test_bf16_rounding_is_nearest_even() -> None:
     values = np.array([1.0, 1.00390625, 1.01171875, -2.5, 3.0e-3], dtype=np.float32)
-    raw = np.frombuffer(demo.to_bf16_bytes(values), dtype="<u2").astype(np.uint32) << 16
+    raw = np.frombuffer(demo_checkpoints.to_bf16_bytes(values), dtype="<u2").astype(np.uint32) << 16
     back = raw.view(np.float32)
     assert back[0] == 1.0 and back[1] == 1.0 and back[2] == 1.015625 and back[3] == -2.5
     assert abs(back[4] - 3.0e-3) < 3.0e-3 / 128
