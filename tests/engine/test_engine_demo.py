@@ -11,18 +11,11 @@ import pytest
 
 from dflash_tools.engine import demo, demo_checkpoints
 from dflash_tools.inspect import inspect_checkpoint
+from tests.conftest import assert_bundle_is
 
 
 def test_bundled_demo_is_what_write_demo_writes(tmp_path: Path) -> None:
-    written = demo.write_demo(tmp_path)
-    bundled = demo.bundled_demo_dir()
-    assert sorted(p.name for p in bundled.iterdir()) == sorted(written)
-    for name, folder in written.items():
-        assert sorted(p.name for p in (bundled / name).iterdir()) == sorted(p.name for p in folder.iterdir())
-        for file in sorted(folder.iterdir()):
-            assert (bundled / name / file.name).read_bytes() == file.read_bytes(), f"{name}/{file.name}"
-    total = sum(p.stat().st_size for p in bundled.rglob("*") if p.is_file())
-    assert total < 1_000_000
+    assert_bundle_is(demo.bundled_demo_dir(), demo.write_demo(tmp_path), max_bytes=1_000_000)
 
 
 def test_engine_import_does_not_import_torch() -> None:

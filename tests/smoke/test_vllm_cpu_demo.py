@@ -22,6 +22,7 @@ from dflash_tools.smoke.capability import VllmCapability
 from dflash_tools.smoke.plan import CPU_ENGINE_ARGS, SmokeOptions, resolve_plan
 from dflash_tools.smoke.presets import DraftEntry
 from dflash_tools.smoke.report import build_document
+from tests.conftest import assert_bundle_is
 
 runner = CliRunner()
 DEMO_COMMAND = [
@@ -46,15 +47,7 @@ def cpu_options(draft: str, *, compare_layouts: bool = False) -> SmokeOptions:
 
 
 def test_bundled_bytes_are_what_the_generator_writes(tmp_path: Path) -> None:
-    written = demo.write_demo(tmp_path)
-    bundled = demo.bundled_demo_dir()
-    assert sorted(p.name for p in bundled.iterdir()) == sorted(written)
-    for name, folder in written.items():
-        assert sorted(p.name for p in (bundled / name).iterdir()) == sorted(p.name for p in folder.iterdir())
-        for file in sorted(folder.iterdir()):
-            assert (bundled / name / file.name).read_bytes() == file.read_bytes(), f"{name}/{file.name}"
-    total = sum(p.stat().st_size for p in bundled.rglob("*") if p.is_file())
-    assert total < 3_000_000
+    assert_bundle_is(demo.bundled_demo_dir(), demo.write_demo(tmp_path), max_bytes=3_000_000)
 
 
 @pytest.mark.parametrize("name", sorted(demo.DEMO_DRAFTS))
