@@ -59,6 +59,18 @@ def make_checkpoint(tmp_path: Path) -> CheckpointFactory:
     return factory
 
 
+def assert_bundle_is(bundled: Path, written: dict[str, Path], *, max_bytes: int) -> None:
+    """`bundled` holds exactly the folders a generator just `written` (name -> folder), byte for
+    byte and file for file, and stays under `max_bytes` in all."""
+    assert sorted(p.name for p in bundled.iterdir()) == sorted(written)
+    for name, folder in written.items():
+        assert sorted(p.name for p in (bundled / name).iterdir()) == sorted(p.name for p in folder.iterdir())
+        for file in sorted(folder.iterdir()):
+            assert (bundled / name / file.name).read_bytes() == file.read_bytes(), f"{name}/{file.name}"
+    total = sum(p.stat().st_size for p in bundled.rglob("*") if p.is_file())
+    assert total < max_bytes
+
+
 def default_spec(dialect: str) -> testing.DraftSpec:
     if "dspark" in dialect:
         return testing.TINY_DSPARK

@@ -107,6 +107,12 @@ def decide_geometry(
     return geometry
 
 
+def _replaced(values: dict[str, Any], new: Any) -> str:
+    """The " (replaces ...)" suffix, when a stated value differs from the flag's, as JSON (1, 1.0 and true differ)."""
+    # Compared one by one: a hostile value may be a list, which a set cannot hold.
+    return f" (replaces {_fmt(values)})" if any(not same_json(v, new) for v in values.values()) else ""
+
+
 def _block_size_from_flag(
     evidence: _Evidence, probe: DraftDescription, block_size: int, *, force: bool, notes: _Notes
 ) -> DraftDescription:
@@ -117,9 +123,7 @@ def _block_size_from_flag(
             f"--block-size {block_size} contradicts {_fmt(stated)} in {CONFIG_NAME}",
             f"add --force if the draft was really trained with block size {block_size} (the file is wrong)",
         )
-    values = evidence.desc.block_size_values
-    # Compared one by one: a hostile value may be a list, which a set cannot hold.
-    replaced = f" (replaces {_fmt(values)})" if any(not same_json(v, block_size) for v in values.values()) else ""
+    replaced = _replaced(evidence.desc.block_size_values, block_size)
     notes.decisions.append(
         Decision("block_size", block_size, "flag", f"block_size = {block_size} from --block-size{replaced}")
     )
@@ -154,12 +158,7 @@ def _layout_from_flag(
             f"{_sfa_flag(sample_from_anchor)} contradicts {_fmt(stated)} in {CONFIG_NAME}",
             f"add --force if the draft was really trained {layout_name(sample_from_anchor)} (the file is wrong)",
         )
-    values = evidence.desc.sample_from_anchor_values
-    replaced = (
-        f" (replaces {_fmt(values)})"
-        if values and set(map(repr, values.values())) != {repr(sample_from_anchor)}
-        else ""
-    )
+    replaced = _replaced(evidence.desc.sample_from_anchor_values, sample_from_anchor)
     notes.decisions.append(
         Decision(
             "sample_from_anchor",

@@ -11,10 +11,7 @@ import json
 import math
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
-
-from dflash_tools.files.atomic import atomic_write_text
 
 _WHITESPACE = re.compile(r"[ \t\n\r]*")
 _DECODER = json.JSONDecoder()
@@ -289,7 +286,3 @@ def dumps_like(value: Any, original: str | None, *, style_from: str | None = Non
             return lead + _emit(value, root, original, style, "") + trailing
     style = detect_style(style_from) if style_from is not None else JsonStyle()
     return _fresh(value, style, "") + style.trailing
-
-
-def write_json_like(path: Path, value: Any, original: str | None) -> None:
-    atomic_write_text(path, dumps_like(value, original))

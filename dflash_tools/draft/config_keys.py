@@ -368,47 +368,40 @@ def check_config_keys(config: dict[str, Any], family: str) -> list[Finding]:
     """Type and range findings for every engine-read key present in `config`."""
     findings: list[Finding] = []
     for entry, path, value in located(config, family):
-        if entry.owner is not None:
+        if entry.owner is not None or (value is None and entry.nullable):
             continue
-        readers = ", ".join(entry.readers)
-        if value is None and entry.nullable:
-            continue
-        if not _type_ok(entry, value):
-            expected = entry.type.value + (" or null" if entry.nullable else "")
-            findings.append(
-                make_finding(
-                    "DFT006",
-                    f"{path} is {_show(value)}, expected {expected} ({readers} read it)",
-                    f"fix {path} in config.json: {entry.allowed()}",
-                    keys=(path,),
-                    values={path: value},
-                )
-            )
-            continue
-        if not _range_ok(entry, value):
-            findings.append(
-                make_finding(
-                    "DFT006",
-                    f"{path} is {_show(value)}, expected {entry.allowed()} ({readers} read it)",
-                    f"fix {path} in config.json",
-                    keys=(path,),
-                    values={path: value},
-                )
-            )
-            continue
-        if not _plausible(entry, value):
-            assert entry.plausible is not None
-            low, high = entry.plausible
-            findings.append(
-                make_finding(
-                    "DFT058",
-                    f"{path} is {_show(value)}, far outside what real checkpoints use ({_num(low)} to {_num(high)})",
-                    f"check {path} in config.json against the model the draft was trained from",
-                    keys=(path,),
-                    values={path: value},
-                )
-            )
+        problem = _value_problem(entry, path, value)
+        if problem is not None:
+            code, message, fix = problem
+            findings.append(make_finding(code, message, fix, keys=(path,), values={path: value}))
     return findings
+
+
+def _value_problem(entry: ConfigKey, path: str, value: Any) -> tuple[str, str, str] | None:
+    """(code, message, fix) for the first thing wrong with `value` at `path`: type, range, plausibility."""
+    readers = ", ".join(entry.readers)
+    if not _type_ok(entry, value):
+        expected = entry.type.value + (" or null" if entry.nullable else "")
+        return (
+            "DFT006",
+            f"{path} is {_show(value)}, expected {expected} ({readers} read it)",
+            f"fix {path} in config.json: {entry.allowed()}",
+        )
+    if not _range_ok(entry, value):
+        return (
+            "DFT006",
+            f"{path} is {_show(value)}, expected {entry.allowed()} ({readers} read it)",
+            f"fix {path} in config.json",
+        )
+    if not _plausible(entry, value):
+        assert entry.plausible is not None
+        low, high = entry.plausible
+        return (
+            "DFT058",
+            f"{path} is {_show(value)}, far outside what real checkpoints use ({_num(low)} to {_num(high)})",
+            f"check {path} in config.json against the model the draft was trained from",
+        )
+    return None
 
 
 def covered_paths(findings: list[Finding]) -> set[str]:

@@ -28,7 +28,6 @@ mostly copy), which the bundled demo and the token-identity tests use.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,28 +35,20 @@ from typing import Any
 import numpy as np
 
 from dflash_tools import testing
+from dflash_tools.engine import demo_checkpoints as checkpoints
+from dflash_tools.engine.demo_checkpoints import DemoShape, normal
+from dflash_tools.reading.local import examples_dir
 
 DEMO_DIR_NAME = "engine-demo"
 DEMO_SEED = 20260901
 
 
 @dataclass(frozen=True)
-class PatternSpec:
-    """Dimensions of the demo pair and the planted pattern."""
+class PatternSpec(DemoShape):
+    """Dimensions of the demo pair (DemoShape's: head_dim 16) and the planted pattern."""
 
-    vocab_size: int = 128
-    hidden_size: int = 64
-    target_layers: int = 4
-    target_heads: int = 4
-    target_kv_heads: int = 2
-    head_dim: int = 16
-    target_intermediate: int = 64
-    draft_layers: int = 2
-    draft_intermediate: int = 64
-    target_layer_ids: tuple[int, ...] = (1, 2)
     num_fixed_points: int = 4
     max_cycle: int = 8
-    rope_theta: float = 1_000_000.0
     # Share of each unit embedding: z (constant), cycle code, own direction; squares sum to 1.
     z_weight: float = 0.51
     code_weight: float = 0.5
@@ -67,14 +58,6 @@ class PatternSpec:
     alpha: float = 4.0  # logit bonus of T(t) over the rest of its cycle
     beta: float = 20.0  # logit bonus of t's cycle over other tokens
     tau: float = 10.0  # selector transition score of the right successor
-
-    @property
-    def mask_token_id(self) -> int:
-        return self.vocab_size - 1
-
-    @property
-    def eos_token_id(self) -> int:
-        return self.vocab_size - 2
 
 
 PATTERN = PatternSpec()
@@ -102,11 +85,7 @@ def cycles(spec: PatternSpec = PATTERN) -> list[list[int]]:
 
 def successor_table(spec: PatternSpec = PATTERN) -> np.ndarray:
     """T as an array: successor[t] = T(t)."""
-    table = np.arange(spec.vocab_size)
-    for cycle in cycles(spec):
-        for position, token in enumerate(cycle):
-            table[token] = cycle[(position + 1) % len(cycle)]
-    return table
+    return checkpoints.successor_table(cycles(spec), spec.vocab_size)
 
 
 def pattern_continuation(last_token: int, length: int, spec: PatternSpec = PATTERN) -> list[int]:
@@ -192,98 +171,33 @@ def pattern_embeddings(spec: PatternSpec = PATTERN, seed: int = DEMO_SEED) -> tu
     return embed, head
 
 
-def _normal(rng: np.random.Generator, shape: tuple[int, ...], scale: float) -> np.ndarray:
-    return rng.standard_normal(shape) * scale if scale else np.zeros(shape)
-
-
 def target_config(spec: PatternSpec = PATTERN) -> dict[str, Any]:
     """A complete Hugging Face Qwen3 config.json (transformers 4.56+ and 5.x read it)."""
-    return {
-        "architectures": ["Qwen3ForCausalLM"],
-        "attention_bias": False,
-        "attention_dropout": 0.0,
-        "bos_token_id": 0,
-        "dtype": "bfloat16",
-        "eos_token_id": spec.eos_token_id,
-        "head_dim": spec.head_dim,
-        "hidden_act": "silu",
-        "hidden_size": spec.hidden_size,
-        "initializer_range": 0.02,
-        "intermediate_size": spec.target_intermediate,
-        "layer_types": ["full_attention"] * spec.target_layers,
-        "max_position_embeddings": 4096,
-        "max_window_layers": spec.target_layers,
-        "model_type": "qwen3",
-        "num_attention_heads": spec.target_heads,
-        "num_hidden_layers": spec.target_layers,
-        "num_key_value_heads": spec.target_kv_heads,
-        "rms_norm_eps": 1e-06,
-        "rope_parameters": {"rope_theta": spec.rope_theta, "rope_type": "default"},
-        "rope_theta": spec.rope_theta,
-        "sliding_window": None,
-        "tie_word_embeddings": False,
-        "use_cache": True,
-        "use_sliding_window": False,
-        "vocab_size": spec.vocab_size,
-    }
+    return checkpoints.target_config(spec, dtype="bfloat16", max_position_embeddings=4096)
 
 
 def target_tensors(spec: PatternSpec = PATTERN, *, noise: float = 0.0, seed: int = DEMO_SEED) -> dict[str, np.ndarray]:
     """Qwen3ForCausalLM weights. `noise` is the scale of the (otherwise zero) attention and MLP."""
     rng = np.random.default_rng(seed + 1)
     embed, head = pattern_embeddings(spec, seed)
-    h, d = spec.hidden_size, spec.head_dim
-    q, kv, inter = spec.target_heads * d, spec.target_kv_heads * d, spec.target_intermediate
-    tensors: dict[str, np.ndarray] = {"model.embed_tokens.weight": embed}
-    for layer in range(spec.target_layers):
-        p = f"model.layers.{layer}."
-        tensors.update(
-            {
-                p + "input_layernorm.weight": np.ones(h),
-                p + "post_attention_layernorm.weight": np.ones(h),
-                p + "self_attn.q_proj.weight": _normal(rng, (q, h), 1 / np.sqrt(h)),
-                p + "self_attn.k_proj.weight": _normal(rng, (kv, h), 1 / np.sqrt(h)),
-                p + "self_attn.v_proj.weight": _normal(rng, (kv, h), 1 / np.sqrt(h)),
-                p + "self_attn.o_proj.weight": _normal(rng, (h, q), noise / np.sqrt(q)),
-                p + "self_attn.q_norm.weight": np.ones(d),
-                p + "self_attn.k_norm.weight": np.ones(d),
-                p + "mlp.gate_proj.weight": _normal(rng, (inter, h), 1 / np.sqrt(h)),
-                p + "mlp.up_proj.weight": _normal(rng, (inter, h), 1 / np.sqrt(h)),
-                p + "mlp.down_proj.weight": _normal(rng, (h, inter), noise / np.sqrt(inter)),
-            }
-        )
-    tensors["model.norm.weight"] = np.ones(h)
-    tensors["lm_head.weight"] = head
-    return tensors
+    return checkpoints.target_tensors(spec, embed, head, rng, noise=noise)
 
 
 def draft_spec(
     algorithm: str = "dflash", *, sample_from_anchor: bool = False, spec: PatternSpec = PATTERN
 ) -> testing.DraftSpec:
     """The draft's shape: K = 7 in both layouts (block 8 bonus-anchor, block 7 anchor-first)."""
-    return testing.DraftSpec(
+    return checkpoints.draft_spec(
+        spec,
         algorithm=algorithm,
-        hidden_size=spec.hidden_size,
-        num_hidden_layers=spec.draft_layers,
-        # As many KV heads as query heads: values and o_proj can then be exact identities.
-        num_attention_heads=spec.hidden_size // spec.head_dim,
-        num_key_value_heads=spec.hidden_size // spec.head_dim,
-        head_dim=spec.head_dim,
-        intermediate_size=spec.draft_intermediate,
-        vocab_size=spec.vocab_size,
-        target_layer_ids=spec.target_layer_ids,
-        num_target_layers=spec.target_layers,
-        block_size=7 if sample_from_anchor else 8,
         sample_from_anchor=sample_from_anchor,
-        mask_token_id=spec.mask_token_id,
+        num_speculative_tokens=7,
+        dtype="BF16",
+        verifier="dflash-tools/engine-demo-target",
         conv_kernel_size=2,
         conv_group_size=16,
         selector_rank=spec.max_cycle,
         selector_top_k=spec.max_cycle,
-        layer_types=("full_attention",) * spec.draft_layers,
-        rope_theta=spec.rope_theta,
-        dtype="BF16",
-        verifier="dflash-tools/engine-demo-target",
     )
 
 
@@ -324,16 +238,15 @@ def draft_tensors(
                 p + "input_layernorm.weight": np.ones(h),
                 p + "post_attention_layernorm.weight": np.ones(h),
                 p + "self_attn.q_proj.weight": (select_query if copy else 0.0)
-                + _normal(rng, (q, h), noise / np.sqrt(h)),
-                p + "self_attn.k_proj.weight": (select_key if copy else 0.0)
-                + _normal(rng, (kv, h), noise / np.sqrt(h)),
-                p + "self_attn.v_proj.weight": (eye if copy else 0.0) + _normal(rng, (kv, h), noise / np.sqrt(h)),
-                p + "self_attn.o_proj.weight": (eye if copy else 0.0) + _normal(rng, (h, q), noise / np.sqrt(q)),
+                + normal(rng, (q, h), noise / np.sqrt(h)),
+                p + "self_attn.k_proj.weight": (select_key if copy else 0.0) + normal(rng, (kv, h), noise / np.sqrt(h)),
+                p + "self_attn.v_proj.weight": (eye if copy else 0.0) + normal(rng, (kv, h), noise / np.sqrt(h)),
+                p + "self_attn.o_proj.weight": (eye if copy else 0.0) + normal(rng, (h, q), noise / np.sqrt(q)),
                 p + "self_attn.q_norm.weight": gain,
                 p + "self_attn.k_norm.weight": gain,
-                p + "mlp.gate_proj.weight": _normal(rng, (inter, h), 1 / np.sqrt(h)),
-                p + "mlp.up_proj.weight": _normal(rng, (inter, h), 1 / np.sqrt(h)),
-                p + "mlp.down_proj.weight": _normal(rng, (h, inter), noise / np.sqrt(inter)),
+                p + "mlp.gate_proj.weight": normal(rng, (inter, h), 1 / np.sqrt(h)),
+                p + "mlp.up_proj.weight": normal(rng, (inter, h), 1 / np.sqrt(h)),
+                p + "mlp.down_proj.weight": normal(rng, (h, inter), noise / np.sqrt(inter)),
             }
         )
         if dspec.algorithm == "dflash2":
@@ -341,12 +254,12 @@ def draft_tensors(
             for conv in ("attention_conv", "mlp_conv"):
                 base = np.zeros((2, taps, h))
                 base[:, 0] = 1.0  # identity: tap 0 passes the row through, later taps add nothing
-                tensors[f"{p}{conv}.base_kernel"] = base + _normal(rng, base.shape, noise * 0.1)
-                tensors[f"{p}{conv}.kernel_projection.weight"] = _normal(
+                tensors[f"{p}{conv}.base_kernel"] = base + normal(rng, base.shape, noise * 0.1)
+                tensors[f"{p}{conv}.kernel_projection.weight"] = normal(
                     rng, (2 * taps * groups, h), noise * 0.1 / np.sqrt(h)
                 )
     width = len(dspec.target_layer_ids) * h
-    tensors["fc.weight"] = _normal(rng, (h, width), noise / np.sqrt(width))
+    tensors["fc.weight"] = normal(rng, (h, width), noise / np.sqrt(width))
     # The context features never carry the z column, so no context key can match a mask row's
     # query the way the anchor's key does.
     hidden_norm = np.ones(h)
@@ -378,7 +291,7 @@ def draft_tensors(
         # for every anchor, so the transition score is tau for the right successor, 0 otherwise.
         projection = np.zeros((rank, h))
         projection[:, Z_COLUMN] = spec.tau / (spec.z_weight * np.sqrt(h))
-        tensors["candidate_selector.hidden_projection.weight"] = projection + _normal(rng, (rank, h), noise * 0.1)
+        tensors["candidate_selector.hidden_projection.weight"] = projection + normal(rng, (rank, h), noise * 0.1)
         tensors["candidate_selector.predecessor_codebook"] = predecessor
         tensors["candidate_selector.successor_codebook"] = successor
     return tensors
@@ -394,86 +307,13 @@ def reduced_vocabulary(dspec: testing.DraftSpec, spec: PatternSpec = PATTERN, ke
     return np.array(sorted(range(keep_below)) + sorted(top), dtype=np.int64)
 
 
-def to_bf16_bytes(array: np.ndarray) -> bytes:
-    """Round float32 to bfloat16 (nearest, ties to even) and return little-endian bytes."""
-    bits = np.ascontiguousarray(array, dtype=np.float32).view(np.uint32).astype(np.uint64)
-    rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
-    return rounded.astype("<u2").tobytes()
-
-
-def _encode(array: np.ndarray, dtype: str) -> bytes:
-    if dtype == "BF16":
-        return to_bf16_bytes(array)
-    if dtype == "F32":
-        return np.ascontiguousarray(array, dtype="<f4").tobytes()
-    if dtype == "F16":
-        return np.ascontiguousarray(array, dtype="<f2").tobytes()
-    if dtype == "I64":
-        return np.ascontiguousarray(array, dtype="<i8").tobytes()
-    if dtype == "BOOL":
-        return np.ascontiguousarray(array, dtype=np.bool_).tobytes()
-    raise ValueError(f"unsupported dtype {dtype}")
-
-
-def _write_json(path: Path, value: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(value, indent=2) + "\n", encoding="utf-8")
-
-
-def tokenizer_files(spec: PatternSpec = PATTERN) -> dict[str, dict[str, Any]]:
-    """A character-level tokenizer for the demo target: token id = code point below the EOS id,
-    anything else reads as "?". Plain `tokenizers` JSON, so writing it needs no library."""
-    special = [(spec.eos_token_id, "<eos>"), (spec.mask_token_id, "<mask>")]
-    tokenizer = {
-        "version": "1.0",
-        "truncation": None,
-        "padding": None,
-        "added_tokens": [
-            {
-                "id": token_id,
-                "content": content,
-                "single_word": False,
-                "lstrip": False,
-                "rstrip": False,
-                "normalized": False,
-                "special": True,
-            }
-            for token_id, content in special
-        ],
-        "normalizer": None,
-        "pre_tokenizer": {"type": "Split", "pattern": {"Regex": "[\\s\\S]"}, "behavior": "Isolated", "invert": False},
-        "post_processor": None,
-        "decoder": {"type": "Fuse"},
-        "model": {"type": "WordLevel", "vocab": {chr(i): i for i in range(spec.eos_token_id)}, "unk_token": "?"},
-    }
-    config = {
-        "tokenizer_class": "PreTrainedTokenizerFast",
-        "eos_token": "<eos>",
-        "unk_token": "?",
-        "model_max_length": 4096,
-        "chat_template": "{% for message in messages %}{{ message['content'] }}{% endfor %}",
-    }
-    return {"tokenizer.json": tokenizer, "tokenizer_config.json": config}
-
-
 def write_target(
     folder: Path, spec: PatternSpec = PATTERN, *, noise: float = 0.0, dtype: str = "BF16", seed: int = DEMO_SEED
 ) -> Path:
     """A Hugging Face Qwen3ForCausalLM folder: config.json, model.safetensors, a character tokenizer."""
-    tensors = target_tensors(spec, noise=noise, seed=seed)
-    table = [(name, dtype, tuple(value.shape)) for name, value in tensors.items()]
-    testing.write_safetensors(
-        folder / "model.safetensors", table, data={n: _encode(v, dtype) for n, v in tensors.items()}
-    )
     config = target_config(spec)
     config["dtype"] = {"BF16": "bfloat16", "F32": "float32", "F16": "float16"}[dtype]
-    _write_json(folder / "config.json", config)
-    _write_json(
-        folder / "generation_config.json", {"bos_token_id": 0, "eos_token_id": spec.eos_token_id, "do_sample": False}
-    )
-    for name, document in tokenizer_files(spec).items():
-        _write_json(folder / name, document)
-    return folder
+    return checkpoints.write_target(folder, spec, target_tensors(spec, noise=noise, seed=seed), config, dtype=dtype)
 
 
 def write_draft(
@@ -488,13 +328,7 @@ def write_draft(
 ) -> Path:
     """A draft checkpoint in `dialect`'s own config form with the copy-construction weights."""
     tensors = draft_tensors(dspec, spec, noise=noise, swap_codebooks=swap_codebooks, seed=seed)
-    table = testing.tensor_table(dspec)
-    missing = [name for name, _, _ in table if name not in tensors]
-    if missing:
-        raise ValueError(f"no demo weights for {missing}")
-    data = {name: _encode(tensors[name], dtype) for name, dtype, _ in table}
-    testing.write_checkpoint(folder, dialect, dspec, data=data)
-    return folder
+    return checkpoints.write_draft(folder, dialect, dspec, tensors)
 
 
 # name -> (dialect, algorithm, sample_from_anchor)
@@ -528,7 +362,7 @@ def demo_prompts(count: int = 4, length: int = 12, *, seed: int = DEMO_SEED) -> 
 
 
 def bundled_demo_dir() -> Path:
-    return Path(__file__).resolve().parent.parent / "examples" / DEMO_DIR_NAME
+    return examples_dir() / DEMO_DIR_NAME
 
 
 if __name__ == "__main__":  # pragma: no cover - maintenance entry point (regenerates the bundle)

@@ -30,7 +30,6 @@ checks that the bundled bytes are what this module writes.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,27 +37,22 @@ from typing import Any
 import numpy as np
 
 from dflash_tools import testing
-from dflash_tools.engine.demo import tokenizer_files
+from dflash_tools.engine import demo_checkpoints as checkpoints
+from dflash_tools.engine.demo_checkpoints import DemoShape, normal
+from dflash_tools.reading.local import examples_dir
 
 DEMO_DIR_NAME = "vllm-cpu-demo"
 DEMO_SEED = 20261203
 
 
 @dataclass(frozen=True)
-class CpuDemoSpec:
-    vocab_size: int = 128
-    hidden_size: int = 64
+class CpuDemoSpec(DemoShape):
+    """DemoShape with head_dim 64 and rope_theta 10000 (the offset weights are fitted to both)."""
+
     head_dim: int = 64
-    target_layers: int = 4
-    target_heads: int = 4
-    target_kv_heads: int = 2
-    target_intermediate: int = 64
-    draft_layers: int = 2
-    draft_intermediate: int = 64
-    target_layer_ids: tuple[int, ...] = (1, 2)
+    rope_theta: float = 10_000.0
     cycle_length: int = 9
     num_speculative_tokens: int = 7
-    rope_theta: float = 10_000.0
     max_position_embeddings: int = 1024
     # Share of each unit embedding: constant, cycle code, own direction; squares sum to 1.
     const_weight: float = 0.5
@@ -70,14 +64,6 @@ class CpuDemoSpec:
     value_gain: float = 4.0  # o_proj: the copied context token outweighs the row's own embedding
     target_noise: float = 0.35  # scale of the target's o_proj / down_proj (0: exactly T)
     draft_noise: float = 0.05
-
-    @property
-    def eos_token_id(self) -> int:
-        return self.vocab_size - 2
-
-    @property
-    def mask_token_id(self) -> int:
-        return self.vocab_size - 1
 
     @property
     def num_cycles(self) -> int:
@@ -98,11 +84,7 @@ def cycles(spec: CpuDemoSpec = SPEC) -> list[list[int]]:
 
 def successor_table(spec: CpuDemoSpec = SPEC) -> np.ndarray:
     """T: successor[t] = T(t); EOS and the mask token are fixed points no prompt reaches."""
-    table = np.arange(spec.vocab_size)
-    for cycle in cycles(spec):
-        for position, token in enumerate(cycle):
-            table[token] = cycle[(position + 1) % len(cycle)]
-    return table
+    return checkpoints.successor_table(cycles(spec), spec.vocab_size)
 
 
 def _own_start(spec: CpuDemoSpec) -> int:
@@ -194,90 +176,24 @@ def offset_profile(spec: CpuDemoSpec = SPEC, max_distance: int = 1200) -> tuple[
     return float(scale * weights.sum()), float(scale * elsewhere)
 
 
-def _normal(rng: np.random.Generator, shape: tuple[int, ...], scale: float) -> np.ndarray:
-    return rng.standard_normal(shape) * scale if scale else np.zeros(shape)
-
-
 def target_config(spec: CpuDemoSpec = SPEC) -> dict[str, Any]:
-    return {
-        "architectures": ["Qwen3ForCausalLM"],
-        "attention_bias": False,
-        "attention_dropout": 0.0,
-        "bos_token_id": 0,
-        "dtype": "float32",
-        "eos_token_id": spec.eos_token_id,
-        "head_dim": spec.head_dim,
-        "hidden_act": "silu",
-        "hidden_size": spec.hidden_size,
-        "initializer_range": 0.02,
-        "intermediate_size": spec.target_intermediate,
-        "layer_types": ["full_attention"] * spec.target_layers,
-        "max_position_embeddings": spec.max_position_embeddings,
-        "max_window_layers": spec.target_layers,
-        "model_type": "qwen3",
-        "num_attention_heads": spec.target_heads,
-        "num_hidden_layers": spec.target_layers,
-        "num_key_value_heads": spec.target_kv_heads,
-        "rms_norm_eps": 1e-06,
-        "rope_parameters": {"rope_theta": spec.rope_theta, "rope_type": "default"},
-        "rope_theta": spec.rope_theta,
-        "sliding_window": None,
-        "tie_word_embeddings": False,
-        "use_cache": True,
-        "use_sliding_window": False,
-        "vocab_size": spec.vocab_size,
-    }
+    return checkpoints.target_config(spec, dtype="float32", max_position_embeddings=spec.max_position_embeddings)
 
 
 def target_tensors(spec: CpuDemoSpec = SPEC, seed: int = DEMO_SEED) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed + 1)
     embed, head = embeddings_and_head(spec, seed)
-    h, d = spec.hidden_size, spec.head_dim
-    q, kv, inter = spec.target_heads * d, spec.target_kv_heads * d, spec.target_intermediate
-    noise = spec.target_noise
-    tensors: dict[str, np.ndarray] = {"model.embed_tokens.weight": embed}
-    for layer in range(spec.target_layers):
-        p = f"model.layers.{layer}."
-        tensors.update(
-            {
-                p + "input_layernorm.weight": np.ones(h),
-                p + "post_attention_layernorm.weight": np.ones(h),
-                p + "self_attn.q_proj.weight": _normal(rng, (q, h), 1 / np.sqrt(h)),
-                p + "self_attn.k_proj.weight": _normal(rng, (kv, h), 1 / np.sqrt(h)),
-                p + "self_attn.v_proj.weight": _normal(rng, (kv, h), 1 / np.sqrt(h)),
-                p + "self_attn.o_proj.weight": _normal(rng, (h, q), noise / np.sqrt(q)),
-                p + "self_attn.q_norm.weight": np.ones(d),
-                p + "self_attn.k_norm.weight": np.ones(d),
-                p + "mlp.gate_proj.weight": _normal(rng, (inter, h), 1 / np.sqrt(h)),
-                p + "mlp.up_proj.weight": _normal(rng, (inter, h), 1 / np.sqrt(h)),
-                p + "mlp.down_proj.weight": _normal(rng, (h, inter), noise / np.sqrt(inter)),
-            }
-        )
-    tensors["model.norm.weight"] = np.ones(h)
-    tensors["lm_head.weight"] = head
-    return tensors
+    return checkpoints.target_tensors(spec, embed, head, rng, noise=spec.target_noise)
 
 
 def draft_spec(*, sample_from_anchor: bool, spec: CpuDemoSpec = SPEC) -> testing.DraftSpec:
-    """K = 7 in both layouts: block 8 bonus-anchor, block 7 anchor-first."""
-    k = spec.num_speculative_tokens
-    return testing.DraftSpec(
+    """K = 7 in both layouts: block 8 bonus-anchor, block 7 anchor-first. One head of head_dim =
+    hidden_size, so values and o_proj can be exact (scaled) identities."""
+    return checkpoints.draft_spec(
+        spec,
         algorithm="dflash",
-        hidden_size=spec.hidden_size,
-        num_hidden_layers=spec.draft_layers,
-        # One head of head_dim = hidden_size: values and o_proj can be exact (scaled) identities.
-        num_attention_heads=spec.hidden_size // spec.head_dim,
-        num_key_value_heads=spec.hidden_size // spec.head_dim,
-        head_dim=spec.head_dim,
-        intermediate_size=spec.draft_intermediate,
-        vocab_size=spec.vocab_size,
-        target_layer_ids=spec.target_layer_ids,
-        num_target_layers=spec.target_layers,
-        block_size=k if sample_from_anchor else k + 1,
         sample_from_anchor=sample_from_anchor,
-        mask_token_id=spec.mask_token_id,
-        layer_types=("full_attention",) * spec.draft_layers,
-        rope_theta=spec.rope_theta,
+        num_speculative_tokens=spec.num_speculative_tokens,
         dtype="F32",
         verifier="dflash-tools/vllm-cpu-demo-target",
     )
@@ -305,17 +221,17 @@ def draft_tensors(sample_from_anchor: bool, spec: CpuDemoSpec = SPEC, seed: int 
             {
                 p + "input_layernorm.weight": np.ones(h),
                 p + "post_attention_layernorm.weight": np.ones(h),
-                p + "self_attn.q_proj.weight": copy_q if copy else _normal(rng, (d, h), 1 / np.sqrt(h)),
-                p + "self_attn.k_proj.weight": copy_k if copy else _normal(rng, (d, h), 1 / np.sqrt(h)),
-                p + "self_attn.v_proj.weight": np.eye(h) if copy else _normal(rng, (d, h), 1 / np.sqrt(h)),
+                p + "self_attn.q_proj.weight": copy_q if copy else normal(rng, (d, h), 1 / np.sqrt(h)),
+                p + "self_attn.k_proj.weight": copy_k if copy else normal(rng, (d, h), 1 / np.sqrt(h)),
+                p + "self_attn.v_proj.weight": np.eye(h) if copy else normal(rng, (d, h), 1 / np.sqrt(h)),
                 p + "self_attn.o_proj.weight": spec.value_gain * np.eye(h)
                 if copy
-                else _normal(rng, (h, d), noise / np.sqrt(d)),
+                else normal(rng, (h, d), noise / np.sqrt(d)),
                 p + "self_attn.q_norm.weight": np.full(d, spec.query_gain) if copy else np.ones(d),
                 p + "self_attn.k_norm.weight": np.full(d, spec.query_gain) if copy else np.ones(d),
-                p + "mlp.gate_proj.weight": _normal(rng, (inter, h), 1 / np.sqrt(h)),
-                p + "mlp.up_proj.weight": _normal(rng, (inter, h), 1 / np.sqrt(h)),
-                p + "mlp.down_proj.weight": _normal(rng, (h, inter), noise / np.sqrt(inter)),
+                p + "mlp.gate_proj.weight": normal(rng, (inter, h), 1 / np.sqrt(h)),
+                p + "mlp.up_proj.weight": normal(rng, (inter, h), 1 / np.sqrt(h)),
+                p + "mlp.down_proj.weight": normal(rng, (h, inter), noise / np.sqrt(inter)),
             }
         )
     # Context features: each captured layer's token representation (half from each), and the
@@ -330,42 +246,17 @@ def draft_tensors(sample_from_anchor: bool, spec: CpuDemoSpec = SPEC, seed: int 
     return tensors
 
 
-def _encode(array: np.ndarray) -> bytes:
-    return np.ascontiguousarray(array, dtype="<f4").tobytes()
-
-
-def _write_json(path: Path, value: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(value, indent=2) + "\n", encoding="utf-8")
-
-
 def write_target(folder: Path, spec: CpuDemoSpec = SPEC, seed: int = DEMO_SEED) -> Path:
-    tensors = target_tensors(spec, seed)
-    table = [(name, "F32", tuple(value.shape)) for name, value in tensors.items()]
-    testing.write_safetensors(folder / "model.safetensors", table, data={n: _encode(v) for n, v in tensors.items()})
-    _write_json(folder / "config.json", target_config(spec))
-    _write_json(
-        folder / "generation_config.json", {"bos_token_id": 0, "eos_token_id": spec.eos_token_id, "do_sample": False}
-    )
-    for name, document in tokenizer_files().items():
-        _write_json(folder / name, document)
-    return folder
+    return checkpoints.write_target(folder, spec, target_tensors(spec, seed), target_config(spec), dtype="F32")
 
 
 def write_draft(folder: Path, *, sample_from_anchor: bool, spec: CpuDemoSpec = SPEC, seed: int = DEMO_SEED) -> Path:
     dspec = draft_spec(sample_from_anchor=sample_from_anchor, spec=spec)
-    tensors = draft_tensors(sample_from_anchor, spec, seed)
-    table = testing.tensor_table(dspec)
-    missing = [name for name, _, _ in table if name not in tensors]
-    if missing:
-        raise ValueError(f"no demo weights for {missing}")
     config = testing.make_config("zlab-dflash", dspec)
     config["dtype"] = "float32"
     config["max_position_embeddings"] = spec.max_position_embeddings
-    testing.write_checkpoint(
-        folder, "zlab-dflash", dspec, config=config, data={n: _encode(tensors[n]) for n, _, _ in table}
-    )
-    return folder
+    tensors = draft_tensors(sample_from_anchor, spec, seed)
+    return checkpoints.write_draft(folder, "zlab-dflash", dspec, tensors, config=config)
 
 
 # name -> sample_from_anchor
@@ -381,7 +272,7 @@ def write_demo(root: Path, spec: CpuDemoSpec = SPEC) -> dict[str, Path]:
 
 
 def bundled_demo_dir() -> Path:
-    return Path(__file__).resolve().parent.parent / "examples" / DEMO_DIR_NAME
+    return examples_dir() / DEMO_DIR_NAME
 
 
 if __name__ == "__main__":  # pragma: no cover - maintenance entry point (regenerates the bundle)

@@ -30,7 +30,7 @@ from dflash_tools.draft.geometry import layout_name, num_query_tokens
 from dflash_tools.draft.target import TargetSpec
 from dflash_tools.errors import DflashToolsError, UsageError
 from dflash_tools.inspect import InspectReport, inspect_loaded
-from dflash_tools.reading.source import load_checkpoint, looks_like_repo_id
+from dflash_tools.reading.source import load_checkpoint
 from dflash_tools.smoke import contract
 from dflash_tools.smoke.capability import VllmCapability
 from dflash_tools.smoke.presets import SANITY_FLOOR, DraftEntry, Floor
@@ -580,7 +580,3 @@ def resolve_plan(
     if first is not None and first.request is not None and options.baseline:
         first.request["baseline"] = True
     return SmokePlan(options.engine, options.target, target_spec, capability, drafts, options)
-
-
-def target_looks_remote(target: str) -> bool:
-    return not Path(target).expanduser().exists() and looks_like_repo_id(target)

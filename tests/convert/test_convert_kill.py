@@ -43,6 +43,18 @@ def make_source(tmp_path: Path, shards: int = 2) -> Path:
     return testing.write_checkpoint(tmp_path / "source", "speculators-dflash", spec, shards=shards, data=data)
 
 
+def dflash_tools(*args: str) -> subprocess.CompletedProcess[str]:
+    """Run `dflash-tools ARGS` to the end (no pause hook); its output captured as text."""
+    return subprocess.run([sys.executable, "-m", "dflash_tools", *args], capture_output=True, text=True)
+
+
+def convert_reference(source: Path, out: Path) -> Path:
+    """What an uninterrupted `convert SOURCE -o OUT --to zlab` writes."""
+    done = dflash_tools("convert", str(source), "-o", str(out), "--to", "zlab", "-q")
+    assert done.returncode == 0, done.stderr
+    return out
+
+
 def run_until(stage: str, args: list[str], marker: Path) -> int:
     """Start `dflash-tools ARGS`, wait for it to reach `stage`, SIGKILL it; returns its status."""
     env = dict(os.environ, DFLASH_TOOLS_TEST_PAUSE_AT=stage, DFLASH_TOOLS_TEST_PAUSE_FILE=str(marker))
@@ -75,12 +87,7 @@ def assert_complete_and_valid(folder: Path, reference: Path) -> None:
 def test_killed_conversion_leaves_source_intact_and_output_whole_or_absent(tmp_path: Path, stage: str) -> None:
     source = make_source(tmp_path)
     before = tree_hashes(source)
-    reference = tmp_path / "reference"
-    subprocess.run(
-        [sys.executable, "-m", "dflash_tools", "convert", str(source), "-o", str(reference), "--to", "zlab", "-q"],
-        check=True,
-        capture_output=True,
-    )
+    reference = convert_reference(source, tmp_path / "reference")
     out = tmp_path / "out"
     status = run_until(stage, ["convert", str(source), "-o", str(out), "--to", "zlab"], tmp_path / "marker")
     assert status == -signal.SIGKILL
@@ -93,11 +100,7 @@ def test_killed_conversion_leaves_source_intact_and_output_whole_or_absent(tmp_p
     leftovers = [p.name for p in tmp_path.iterdir() if p.name not in {"source", "reference", "out", "marker"}]
     assert all(name.startswith(".out.dflash-tools-") for name in leftovers)
     # A rerun succeeds (stale staging folders do not get in the way).
-    rerun = subprocess.run(
-        [sys.executable, "-m", "dflash_tools", "convert", str(source), "-o", str(out), "--to", "zlab", "--force", "-q"],
-        capture_output=True,
-        text=True,
-    )
+    rerun = dflash_tools("convert", str(source), "-o", str(out), "--to", "zlab", "--force", "-q")
     assert rerun.returncode == 0, rerun.stderr
     assert_complete_and_valid(out, reference)
 
@@ -107,25 +110,29 @@ def test_killed_replacement_of_an_existing_output(tmp_path: Path) -> None:
     out = tmp_path / "out"
     out.mkdir()
     (out / "old.txt").write_text("previous result")
-    run_until("verified", ["convert", str(source), "-o", str(out), "--to", "zlab", "--force"], tmp_path / "marker")
+    status = run_until(
+        "verified", ["convert", str(source), "-o", str(out), "--to", "zlab", "--force"], tmp_path / "marker"
+    )
+    assert status == -signal.SIGKILL
     assert (out / "old.txt").read_text() == "previous result"
 
 
-@pytest.mark.parametrize("shards", [1, 2])
-@pytest.mark.parametrize("stage", ["verified", "backed-up", "replaced", "renamed", "config-replaced"])
+# A single-file checkpoint has no index to stage renames through: no "renamed" stage with 1 shard.
+IN_PLACE_KILLS = [
+    (stage, shards)
+    for shards in (1, 2)
+    for stage in ("verified", "backed-up", "replaced", "renamed", "config-replaced")
+    if not (stage == "renamed" and shards == 1)
+]
+
+
+@pytest.mark.parametrize(("stage", "shards"), IN_PLACE_KILLS)
 def test_killed_in_place_conversion_leaves_a_consistent_folder(tmp_path: Path, stage: str, shards: int) -> None:
-    if stage == "renamed" and shards == 1:
-        pytest.skip("a single-file checkpoint has no index to stage renames through")
     source = make_source(tmp_path, shards)
     original = tree_hashes(source)
-    expected = tmp_path / "expected"
-    subprocess.run(
-        [sys.executable, "-m", "dflash_tools", "convert", str(source), "-o", str(expected), "--to", "zlab", "-q"],
-        check=True,
-        capture_output=True,
-    )
-    new = tree_hashes(expected)
-    run_until(stage, ["convert", str(source), "--in-place", "--to", "zlab"], tmp_path / "marker")
+    new = tree_hashes(convert_reference(source, tmp_path / "expected"))
+    status = run_until(stage, ["convert", str(source), "--in-place", "--to", "zlab"], tmp_path / "marker")
+    assert status == -signal.SIGKILL
     now = tree_hashes(source)
     for name, digest in now.items():
         if name.endswith(".bak"):
@@ -147,29 +154,10 @@ def test_killed_in_place_conversion_leaves_a_consistent_folder(tmp_path: Path, s
 def test_rerun_after_a_killed_in_place_swap_restores_final_shard_names(tmp_path: Path, stage: str) -> None:
     """A kill between the two index writes leaves interim shard names; the next in-place run finishes the swap."""
     source = make_source(tmp_path, shards=2)
-    expected = tmp_path / "expected"
-    subprocess.run(
-        [sys.executable, "-m", "dflash_tools", "convert", str(source), "-o", str(expected), "--to", "zlab", "-q"],
-        check=True,
-        capture_output=True,
-    )
-    run_until(stage, ["convert", str(source), "--in-place", "--to", "zlab"], tmp_path / "marker")
-    rerun = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "dflash_tools",
-            "convert",
-            str(source),
-            "--in-place",
-            "--to",
-            "zlab",
-            "--force",
-            "--json",
-        ],
-        capture_output=True,
-        text=True,
-    )
+    expected = convert_reference(source, tmp_path / "expected")
+    status = run_until(stage, ["convert", str(source), "--in-place", "--to", "zlab"], tmp_path / "marker")
+    assert status == -signal.SIGKILL
+    rerun = dflash_tools("convert", str(source), "--in-place", "--to", "zlab", "--force", "--json")
     assert rerun.returncode == 0, rerun.stderr
     index = json.loads((source / "model.safetensors.index.json").read_text())
     assert not any("dflash-tools-new" in name for name in index["weight_map"].values())
@@ -188,11 +176,8 @@ def test_staging_folders_of_killed_runs_are_removed(tmp_path: Path) -> None:
     for folder in (stale, live, aside):
         folder.mkdir()
         (folder / "config.json").write_text("{}")
-    subprocess.run(
-        [sys.executable, "-m", "dflash_tools", "convert", str(source), "-o", str(tmp_path / "out"), "-q"],
-        check=True,
-        capture_output=True,
-    )
+    done = dflash_tools("convert", str(source), "-o", str(tmp_path / "out"), "-q")
+    assert done.returncode == 0, done.stderr
     assert not stale.exists()
     assert live.exists()  # a run still in progress keeps its folder
     assert aside.exists()  # a previous OUT moved aside is never deleted by a later run

@@ -116,21 +116,24 @@ def test_second_in_place_run_during_the_swap_loses_nothing(make_checkpoint: Chec
     assert inspect_checkpoint(str(folder)).ok
 
 
-def _index_swap_source(tmp_path: Path) -> Path:
+def _index_naming_an_interim_shard(tmp_path: Path) -> tuple[Path, str, str]:
+    """A 2-shard draft whose index names its first shard by the interim name an in-place run
+    gives a new shard: (folder, the shard's final name, its interim name)."""
     spec = replace(testing.TINY, with_embed_tokens=True, sample_from_anchor=None)
-    return testing.write_checkpoint(tmp_path / "draft", "speculators-dflash", spec, shards=2)
-
-
-def test_index_left_naming_renamed_shards_is_repaired(tmp_path: Path) -> None:
-    # A run killed after renaming the shards but before the final index write: the interim names
-    # in the index point at files that are gone, while the final names hold the new shards.
-    folder = _index_swap_source(tmp_path)
+    folder = testing.write_checkpoint(tmp_path / "draft", "speculators-dflash", spec, shards=2)
     index_path = folder / "model.safetensors.index.json"
     index = json.loads(index_path.read_text())
     first = sorted(set(index["weight_map"].values()))[0]
     interim = first.replace(".safetensors", ".dflash-tools-new.safetensors")
     index["weight_map"] = {k: interim if v == first else v for k, v in index["weight_map"].items()}
     index_path.write_text(json.dumps(index, indent=2))
+    return folder, first, interim
+
+
+def test_index_left_naming_renamed_shards_is_repaired(tmp_path: Path) -> None:
+    # A run killed after renaming the shards but before the final index write: the interim names
+    # in the index point at files that are gone, while the final names hold the new shards.
+    folder, first, _ = _index_naming_an_interim_shard(tmp_path)
     (folder / f".{first}.dflash-tools-link").write_bytes(b"")
     assert not inspect_checkpoint(str(folder)).ok
     code, err = invoke("convert", str(folder), "--in-place", "--to", "zlab")
@@ -140,13 +143,7 @@ def test_index_left_naming_renamed_shards_is_repaired(tmp_path: Path) -> None:
 
 
 def test_index_naming_lost_shards_is_named_not_reported_normalized(tmp_path: Path) -> None:
-    folder = _index_swap_source(tmp_path)
-    index_path = folder / "model.safetensors.index.json"
-    index = json.loads(index_path.read_text())
-    first = sorted(set(index["weight_map"].values()))[0]
-    interim = first.replace(".safetensors", ".dflash-tools-new.safetensors")
-    index["weight_map"] = {k: interim if v == first else v for k, v in index["weight_map"].items()}
-    index_path.write_text(json.dumps(index, indent=2))
+    folder, first, interim = _index_naming_an_interim_shard(tmp_path)
     (folder / first).unlink()
     code, err = invoke("convert", str(folder), "--in-place")
     assert code == 1

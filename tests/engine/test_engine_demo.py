@@ -9,18 +9,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dflash_tools.engine import demo
+from dflash_tools.engine import demo, demo_checkpoints
 from dflash_tools.inspect import inspect_checkpoint
+from tests.conftest import assert_bundle_is
 
 
 def test_bundled_demo_is_what_write_demo_writes(tmp_path: Path) -> None:
-    written = demo.write_demo(tmp_path)
-    bundled = demo.bundled_demo_dir()
-    for name, folder in written.items():
-        for file in sorted(folder.iterdir()):
-            assert (bundled / name / file.name).read_bytes() == file.read_bytes(), f"{name}/{file.name}"
-    total = sum(p.stat().st_size for p in bundled.rglob("*") if p.is_file())
-    assert total < 1_000_000
+    assert_bundle_is(demo.bundled_demo_dir(), demo.write_demo(tmp_path), max_bytes=1_000_000)
 
 
 def test_engine_import_does_not_import_torch() -> None:
@@ -59,7 +54,7 @@ def test_bundled_demo_drafts_inspect_clean_against_the_target(name: str) -> None
 
 def test_bf16_rounding_is_nearest_even() -> None:
     values = np.array([1.0, 1.00390625, 1.01171875, -2.5, 3.0e-3], dtype=np.float32)
-    raw = np.frombuffer(demo.to_bf16_bytes(values), dtype="<u2").astype(np.uint32) << 16
+    raw = np.frombuffer(demo_checkpoints.to_bf16_bytes(values), dtype="<u2").astype(np.uint32) << 16
     back = raw.view(np.float32)
     assert back[0] == 1.0 and back[1] == 1.0 and back[2] == 1.015625 and back[3] == -2.5
     assert abs(back[4] - 3.0e-3) < 3.0e-3 / 128

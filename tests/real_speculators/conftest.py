@@ -36,7 +36,7 @@ LAYOUTS = [("dflash", False), ("dflash", True), ("dflash2", False), ("dflash2", 
 
 
 def random_draft_spec(algorithm: str, sample_from_anchor: bool, **changes: Any) -> testing.DraftSpec:
-    """A small float32 draft paired with the engine demo target (hidden 64, vocabulary 64)."""
+    """A small float32 draft paired with the engine demo target (hidden 64, vocabulary 128)."""
     from dflash_tools.engine import demo
 
     spec = replace(demo.draft_spec(algorithm, sample_from_anchor=sample_from_anchor), dtype="F32")

@@ -14,7 +14,7 @@ import pytest
 
 from dflash_tools.smoke.capability import capability_from_sources, detect_vllm
 from dflash_tools.vllm_plugin import decide
-from dflash_tools.vllm_plugin.fingerprints import NATIVE_MARKER_FILES, SITES, check_sites, classify
+from dflash_tools.vllm_plugin.fingerprints import NATIVE_MARKER_FILES, SITES, Classification, check_sites, classify
 from dflash_tools.vllm_plugin.markers import DISABLE_ENV, REQUIRE_ENV
 from dflash_tools.vllm_plugin.sources import SourceReader, directory_reader
 
@@ -85,6 +85,13 @@ def edit(tree: Path, path: str, old: str, new: str) -> None:
     file.write_text(text.replace(old, new), encoding="utf-8")
 
 
+def refused(tree: Path) -> tuple[Classification, list[str]]:
+    """0.33.0 read from `tree` must be refused: the classification and the keys of the failing sites."""
+    classification = classify("0.33.0", directory_reader(tree))
+    assert classification.support == "unsupported"
+    return classification, [c.site.key for c in classification.checks if not c.ok]
+
+
 def test_refuses_when_a_patched_function_changed(source_tree: Path) -> None:
     edit(
         source_tree,
@@ -92,11 +99,10 @@ def test_refuses_when_a_patched_function_changed(source_tree: Path) -> None:
         "block_size=1 + speculative_config.num_speculative_tokens",
         "block_size=speculative_config.num_dflash_conv_block",
     )
-    classification = classify("0.33.0", directory_reader(source_tree))
-    assert classification.support == "unsupported"
+    classification, failing = refused(source_tree)
     assert "DFlash2Qwen3DecoderLayer.__init__" in classification.reason
     assert "no longer contains 'block_size=1 + speculative_config.num_speculative_tokens'" in classification.reason
-    assert [c.site.key for c in classification.checks if not c.ok] == ["dflash2_decoder_layer_init"]
+    assert failing == ["dflash2_decoder_layer_init"]
 
 
 @pytest.mark.parametrize(
@@ -125,9 +131,7 @@ def test_refuses_when_a_patched_function_changed(source_tree: Path) -> None:
 def test_refuses_when_the_layout_code_changed(source_tree: Path, key: str, path: str, old: str, new: str) -> None:
     """The code the wrappers rely on but do not wrap: a change there must refuse, not serve."""
     edit(source_tree, path, old, new)
-    classification = classify("0.33.0", directory_reader(source_tree))
-    assert classification.support == "unsupported"
-    assert [c.site.key for c in classification.checks if not c.ok] == [key]
+    assert refused(source_tree)[1] == [key]
 
 
 def test_a_comment_only_change_still_counts_as_a_change(source_tree: Path) -> None:
@@ -137,9 +141,7 @@ def test_a_comment_only_change_still_counts_as_a_change(source_tree: Path) -> No
         "# Multimodal inputs not currently supported.",
         "# edited",
     )
-    classification = classify("0.33.0", directory_reader(source_tree))
-    assert classification.support == "unsupported"
-    assert [c.site.key for c in classification.checks if not c.ok] == ["dflash_speculator_init"]
+    assert refused(source_tree)[1] == ["dflash_speculator_init"]
 
 
 def test_moving_a_function_without_changing_it_keeps_the_fingerprint(source_tree: Path) -> None:

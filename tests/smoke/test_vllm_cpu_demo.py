@@ -18,27 +18,36 @@ from dflash_tools.cli import app
 from dflash_tools.engine import vllm_cpu_demo as demo
 from dflash_tools.inspect import inspect_checkpoint
 from dflash_tools.smoke import contract, cross_check
+from dflash_tools.smoke.capability import VllmCapability
 from dflash_tools.smoke.plan import CPU_ENGINE_ARGS, SmokeOptions, resolve_plan
 from dflash_tools.smoke.presets import DraftEntry
 from dflash_tools.smoke.report import build_document
+from tests.conftest import assert_bundle_is
 
 runner = CliRunner()
 DEMO_COMMAND = [
     "smoke-test", "--engine", "vllm", "--device", "cpu",
     "-t", "example:vllm-cpu-demo/target", "-d", "example:vllm-cpu-demo/zlab-dflash", "--format", "json",
 ]  # fmt: skip
+# A vLLM whose code the plugin does not know: it cannot serve anchor-first drafts.
+UNSUPPORTED_VLLM = VllmCapability(True, "0.32.0", None, "unsupported", "another version", False, True)
+
+
+def cpu_options(draft: str, *, compare_layouts: bool = False) -> SmokeOptions:
+    """`smoke-test --engine vllm --device cpu` options for one bundled draft and one prompt."""
+    folder = demo.bundled_demo_dir()
+    return SmokeOptions(
+        target=str(folder / "target"),
+        drafts=[DraftEntry(str(folder / draft))],
+        prompts=["p"],
+        engine="vllm",
+        device="cpu",
+        compare_layouts=compare_layouts,
+    )
 
 
 def test_bundled_bytes_are_what_the_generator_writes(tmp_path: Path) -> None:
-    written = demo.write_demo(tmp_path)
-    bundled = demo.bundled_demo_dir()
-    assert sorted(p.name for p in bundled.iterdir()) == sorted(written)
-    for name, folder in written.items():
-        assert sorted(p.name for p in (bundled / name).iterdir()) == sorted(p.name for p in folder.iterdir())
-        for file in sorted(folder.iterdir()):
-            assert (bundled / name / file.name).read_bytes() == file.read_bytes(), f"{name}/{file.name}"
-    total = sum(p.stat().st_size for p in bundled.rglob("*") if p.is_file())
-    assert total < 3_000_000
+    assert_bundle_is(demo.bundled_demo_dir(), demo.write_demo(tmp_path), max_bytes=3_000_000)
 
 
 @pytest.mark.parametrize("name", sorted(demo.DEMO_DRAFTS))
@@ -71,15 +80,7 @@ def test_head_turns_each_token_into_its_successor_with_a_wide_gap() -> None:
 
 
 def test_cpu_plan_uses_float32_and_cpu_engine_args(tmp_path: Path) -> None:
-    folder = demo.bundled_demo_dir()
-    options = SmokeOptions(
-        target=str(folder / "target"),
-        drafts=[DraftEntry(str(folder / "zlab-dflash"))],
-        prompts=["p"],
-        engine="vllm",
-        device="cpu",
-    )
-    (draft,) = resolve_plan(options, None, None).drafts
+    (draft,) = resolve_plan(cpu_options("zlab-dflash"), None, None).drafts
     request = draft.runs[0].request
     assert request is not None and request["dtype"] == "float32" and request["device"] == "cpu"
     for key, value in CPU_ENGINE_ARGS.items():
@@ -90,21 +91,11 @@ def test_cpu_plan_uses_float32_and_cpu_engine_args(tmp_path: Path) -> None:
 
 
 def test_compare_layouts_launches_anchor_first_on_a_vllm_that_cannot_serve_it() -> None:
-    from dflash_tools.smoke.capability import VllmCapability
-
-    unsupported = VllmCapability(True, "0.32.0", None, "unsupported", "another version", False, True)
-    folder = demo.bundled_demo_dir()
 
     def plan(compare: bool) -> Any:
-        options = SmokeOptions(
-            target=str(folder / "target"),
-            drafts=[DraftEntry(str(folder / "zlab-dflash-anchor-first"))],
-            prompts=["p"],
-            engine="vllm",
-            device="cpu",
-            compare_layouts=compare,
-        )
-        return resolve_plan(options, unsupported, None).drafts[0]
+        return resolve_plan(
+            cpu_options("zlab-dflash-anchor-first", compare_layouts=compare), UNSUPPORTED_VLLM, None
+        ).drafts[0]
 
     refused = plan(False)
     assert refused.refusal_kind == "setup"  # without --compare-layouts: DFT041, nothing launched
@@ -147,19 +138,7 @@ def _result(engine: str, per_position: list[int], drafts: int, outputs: list[lis
 
 def test_report_names_the_silent_layout_change_and_the_slow_draft() -> None:
     """The verdict from results shaped like the real CPU run (numbers from docs/cpu-smoke.md)."""
-    from dflash_tools.smoke.capability import VllmCapability
-
-    unsupported = VllmCapability(True, "0.32.0", None, "unsupported", "another version", False, True)
-    folder = demo.bundled_demo_dir()
-    options = SmokeOptions(
-        target=str(folder / "target"),
-        drafts=[DraftEntry(str(folder / "zlab-dflash-anchor-first"))],
-        prompts=["p"],
-        engine="vllm",
-        device="cpu",
-        compare_layouts=True,
-    )
-    plan = resolve_plan(options, unsupported, None)
+    plan = resolve_plan(cpu_options("zlab-dflash-anchor-first", compare_layouts=True), UNSUPPORTED_VLLM, None)
     declared, flipped = plan.drafts[0].runs
     outputs = [[1, 2, 3]]
     collapsed = _result("vllm", [0] * 7, 100, outputs, 50.0)

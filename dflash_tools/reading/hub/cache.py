@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from huggingface_hub import constants, try_to_load_from_cache
 from huggingface_hub.file_download import repo_folder_name
@@ -18,14 +17,10 @@ from dflash_tools.reading.checkpoint import (
     check_index_against_shards,
     parse_index,
 )
-from dflash_tools.reading.safetensors_header import read_local_header
-
-if TYPE_CHECKING:
-    pass
-
 from dflash_tools.reading.hub.errors import offline_hint, one_line, weights_hint
-from dflash_tools.reading.hub.files import COMMIT_HASH, read_cached_file, set_config
+from dflash_tools.reading.hub.files import COMMIT_HASH, hub_checkpoint, read_cached_file
 from dflash_tools.reading.hub.session import HubRepo
+from dflash_tools.reading.safetensors_header import read_local_header
 
 
 def cached_config(hub: HubRepo, why: str) -> bytes | None:
@@ -43,17 +38,7 @@ def load_from_cache(hub: HubRepo, *, unreachable: BaseException | None) -> Loade
     why = "offline (HF_HUB_OFFLINE)" if unreachable is None else "the Hub is unreachable"
     commit = _cached_commit(hub)
     snapshot = _cached_snapshot(hub, commit)
-    data = cached_config(hub, why)
-    loaded = LoadedCheckpoint(
-        source=hub.repo_id,
-        kind="hub",
-        location=hub.label,
-        config=None,
-        config_text=None,
-        revision=hub.revision,
-        commit=commit,
-    )
-    set_config(loaded, data, hub)
+    loaded = hub_checkpoint(hub, commit, cached_config(hub, why))
     if unreachable is not None:
         loaded.findings.append(
             make_finding(

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
 
 from huggingface_hub import constants
 from huggingface_hub.errors import (
@@ -23,10 +22,6 @@ from huggingface_hub.utils import httpx
 
 from dflash_tools.errors import SourceError
 from dflash_tools.reading.checkpoint import is_offline
-
-if TYPE_CHECKING:
-    pass
-
 from dflash_tools.reading.hub.session import HubRepo
 
 # A body that stops early (connection closed, reset) is resumed with a new range request.

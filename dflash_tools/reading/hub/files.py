@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING
 
 from huggingface_hub import hf_hub_download, hf_hub_url
 from huggingface_hub.errors import (
@@ -21,15 +20,26 @@ from dflash_tools.reading.checkpoint import (
     LoadedCheckpoint,
     parse_config_text,
 )
-
-if TYPE_CHECKING:
-    pass
-
 from dflash_tools.reading.hub.session import LIBRARY_NAME, HubRepo, library_version
 
 # config.json / index fetched without the cache (cache not writable) are read up to this size.
 MAX_JSON_BYTES = 64 * 1024 * 1024
 COMMIT_HASH = re.compile(r"^[0-9a-f]{40}$")
+
+
+def hub_checkpoint(hub: HubRepo, commit: str | None, config_data: bytes | None) -> LoadedCheckpoint:
+    """The checkpoint of `hub` at `commit`, its config read from `config_data` (None: missing, a finding)."""
+    loaded = LoadedCheckpoint(
+        source=hub.repo_id,
+        kind="hub",
+        location=hub.label,
+        config=None,
+        config_text=None,
+        revision=hub.revision,
+        commit=commit,
+    )
+    set_config(loaded, config_data, hub)
+    return loaded
 
 
 def set_config(loaded: LoadedCheckpoint, data: bytes | None, hub: HubRepo) -> None:

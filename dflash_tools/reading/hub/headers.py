@@ -6,7 +6,6 @@ import re
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from huggingface_hub import hf_hub_url
 from huggingface_hub.errors import RemoteEntryNotFoundError
@@ -16,18 +15,14 @@ from dflash_tools.reading.checkpoint import (
     LoadedCheckpoint,
     add_shard,
 )
+from dflash_tools.reading.hub.errors import RESUMABLE, IncompleteResponse, hub_errors
+from dflash_tools.reading.hub.session import HubRepo
 from dflash_tools.reading.safetensors_header import (
     SafetensorsHeaderError,
     ShardHeader,
     parse_header,
     read_header_length,
 )
-
-if TYPE_CHECKING:
-    pass
-
-from dflash_tools.reading.hub.errors import RESUMABLE, IncompleteResponse, hub_errors
-from dflash_tools.reading.hub.session import HubRepo
 
 # First ranged request per safetensors file. A draft's header is a few kilobytes (81 tensors
 # for the largest DFlash2 draft), so one request almost always carries the whole header; a

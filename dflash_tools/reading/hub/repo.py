@@ -19,7 +19,7 @@ from dflash_tools.reading.checkpoint import (
 )
 from dflash_tools.reading.hub.cache import cached_config, load_from_cache
 from dflash_tools.reading.hub.errors import HUB_ERRORS, hub_errors, is_unreachable, one_line, to_source_error
-from dflash_tools.reading.hub.files import download_small_file, set_config
+from dflash_tools.reading.hub.files import download_small_file, hub_checkpoint
 from dflash_tools.reading.hub.headers import add_fetched, fetch_headers
 from dflash_tools.reading.hub.session import HubRepo, effective_timeout, hf_api, model_info
 
@@ -144,21 +144,11 @@ def _load_online(hub: HubRepo, info: ModelInfo) -> LoadedCheckpoint:
     listing: dict[str, int | None] | None = None
     if info.siblings is not None:
         listing = {sibling.rfilename: sibling.size for sibling in info.siblings}
-
-    loaded = LoadedCheckpoint(
-        source=hub.repo_id,
-        kind="hub",
-        location=hub.label,
-        config=None,
-        config_text=None,
-        revision=hub.revision,
-        commit=commit,
-    )
     data: bytes | None = None
     if listing is None or CONFIG_NAME in listing:
         with hub_errors(hub, CONFIG_NAME):
             data = download_small_file(hub, CONFIG_NAME, pinned)
-    set_config(loaded, data, hub)
+    loaded = hub_checkpoint(hub, commit, data)
     _read_remote_weights(hub, pinned, listing, loaded)
     return loaded
 
