@@ -26,12 +26,17 @@ os.environ.pop("DFLASH_TOOLS_DEBUG", None)
 # torch creates /tmp/torchinductor_<user> when the engine tests import it; the suite must leave
 # nothing behind, so that cache goes into a scratch folder removed when the session ends. Child
 # processes inherit the variable.
-_SCRATCH = tempfile.mkdtemp(prefix="dflash-tools-tests-")
-os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(Path(_SCRATCH) / "torchinductor"))
+# Tests import this module a second time as `tests.conftest`: the variable makes that import
+# reuse the folder instead of making one that nothing removes.
+if "_DFLASH_TOOLS_TEST_SCRATCH" not in os.environ:
+    os.environ["_DFLASH_TOOLS_TEST_SCRATCH"] = tempfile.mkdtemp(prefix="dflash-tools-tests-")
+    os.environ.setdefault(
+        "TORCHINDUCTOR_CACHE_DIR", str(Path(os.environ["_DFLASH_TOOLS_TEST_SCRATCH"]) / "torchinductor")
+    )
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    shutil.rmtree(_SCRATCH, ignore_errors=True)
+    shutil.rmtree(os.environ["_DFLASH_TOOLS_TEST_SCRATCH"], ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)
