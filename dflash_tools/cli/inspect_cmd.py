@@ -33,8 +33,8 @@ from dflash_tools.draft.target import TargetSpec, load_target
 from dflash_tools.errors import DflashToolsError, UsageError
 from dflash_tools.inspect import SCHEMA_VERSION, InspectReport, inspect_loaded
 from dflash_tools.reading.source import load_checkpoint
-from dflash_tools.smoke.capability import detect_vllm
-from dflash_tools.smoke.serving import ENGINES, inspect_for_vllm
+from dflash_tools.serving.vllm_capability import detect_vllm
+from dflash_tools.serving.vllm_view import ENGINES, inspect_for_vllm
 
 HELP = """Check a draft checkpoint's config and tensor headers, without downloading weights.
 

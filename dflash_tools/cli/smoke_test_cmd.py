@@ -36,8 +36,8 @@ from dflash_tools.cli._output import (
 )
 from dflash_tools.draft.target import TargetSpec, load_target
 from dflash_tools.errors import TORCH_INSTALL_HINT, DflashToolsError, UsageError
+from dflash_tools.serving.vllm_capability import detect_vllm, engine_available, resolve_engine
 from dflash_tools.smoke import contract, presets, report
-from dflash_tools.smoke.capability import detect_vllm, engine_available, resolve_engine
 from dflash_tools.smoke.plan import DraftPlan, RunPlan, SmokeOptions, SmokePlan, plan_draft, resolve_plan
 from dflash_tools.smoke.presets import DraftEntry, Floor
 from dflash_tools.smoke.runner import CHILD_COMMAND_ENV, execute_plan, execute_references

@@ -1,8 +1,6 @@
 """`smoke-test`: prove drafts on a GPU through vLLM (or the torch reference engine).
 
     plan.py        drafts, target, K, layout, runner, environment -> a launch plan (no GPU)
-    capability.py  what the installed vLLM can serve, read from its files without importing it
-    serving.py     `inspect --engine vllm`: the inspect walk plus how that vLLM will serve the draft
     contract.py    the JSON request / result exchanged with the engine child process
     runner.py      the process boundary: child process, timeout, log, markers
     child.py       `python -m dflash_tools.smoke.child`: dispatch a request to its engine
@@ -14,6 +12,9 @@
 
 Nothing here imports typer or rich; vLLM and torch are imported only inside the child.
 
-Imports: `inspect`, `draft`, `reading`, `vllm_plugin` (its markers and fingerprints), and `engine`
-only from `child` (the torch engine, in the child process).
+What the installed vLLM can serve (`serving.vllm_capability`) and what each engine release reads
+(`engines`) live below this package.
+
+Imports: `serving`, `engines`, `inspect`, `draft`, `reading`, `vllm_plugin` (its markers and
+fingerprints), and `engine` only from `child` (the torch engine, in the child process).
 """

@@ -31,8 +31,8 @@ from dflash_tools.draft.target import TargetSpec
 from dflash_tools.errors import DflashToolsError, UsageError
 from dflash_tools.inspect import InspectReport, inspect_loaded
 from dflash_tools.reading.source import load_checkpoint
+from dflash_tools.serving.vllm_capability import VllmCapability
 from dflash_tools.smoke import contract
-from dflash_tools.smoke.capability import VllmCapability
 from dflash_tools.smoke.presets import SANITY_FLOOR, DraftEntry, Floor
 from dflash_tools.vllm_plugin.markers import ENTRY_POINT_NAME, REQUIRE_ENV
 

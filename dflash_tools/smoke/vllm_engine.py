@@ -295,7 +295,7 @@ def _run(request: contract.SmokeRequest, work: Path, details: dict[str, Any]) ->
     import vllm
     from vllm import LLM
 
-    from dflash_tools.smoke.capability import vllm_distribution
+    from dflash_tools.serving.vllm_capability import vllm_distribution
 
     details["vllm_version"] = getattr(vllm, "__version__", None)
     details["vllm_distribution"] = vllm_distribution()

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from dflash_tools.smoke.capability import detect_vllm
+from dflash_tools.serving.vllm_capability import detect_vllm
 from tests.smoke.test_smoke_plan import ANCHOR_DFLASH2, plan_for
 
 pytestmark = pytest.mark.real_vllm

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from dflash_tools.smoke.capability import capability_from_sources, detect_vllm
+from dflash_tools.serving.vllm_capability import capability_from_sources, detect_vllm
 from dflash_tools.vllm_plugin import decide
 from dflash_tools.vllm_plugin.fingerprints import NATIVE_MARKER_FILES, SITES, Classification, check_sites, classify
 from dflash_tools.vllm_plugin.markers import DISABLE_ENV, REQUIRE_ENV

@@ -17,8 +17,8 @@ from typer.testing import CliRunner
 from dflash_tools.cli import app
 from dflash_tools.engine import vllm_cpu_demo as demo
 from dflash_tools.inspect import inspect_checkpoint
+from dflash_tools.serving.vllm_capability import VllmCapability
 from dflash_tools.smoke import contract, cross_check
-from dflash_tools.smoke.capability import VllmCapability
 from dflash_tools.smoke.plan import CPU_ENGINE_ARGS, SmokeOptions, resolve_plan
 from dflash_tools.smoke.presets import DraftEntry
 from dflash_tools.smoke.report import build_document

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from dflash_tools.smoke.capability import capability_from_sources, detect_vllm, plugin_allowed, plugin_registered
+from dflash_tools.serving.vllm_capability import capability_from_sources, detect_vllm, plugin_allowed, plugin_registered
 from dflash_tools.vllm_plugin.fingerprints import SITES, classify, version_supported
 from dflash_tools.vllm_plugin.sources import directory_reader, find_function, normalize
 

@@ -3,7 +3,7 @@
 `inspect_for_vllm` is the inspect walk plus these serving checks (they live with smoke-test's
 view of vLLM, above the inspect layer).
 
-The engine is classified from its files (`smoke.capability.detect_vllm`, no import, no GPU). Only
+The engine is classified from its files (`serving.vllm_capability.detect_vllm`, no import, no GPU). Only
 anchor-first DFlash-family drafts depend on it (docs/tier-vllm.md):
 
 - served as declared: natively (the upstream change), or by the dflash-tools plugin on 0.33.0;
@@ -24,7 +24,7 @@ from dflash_tools.draft.geometry import Geometry
 from dflash_tools.draft.target import TargetSpec
 from dflash_tools.inspect import InspectReport, inspect_loaded
 from dflash_tools.reading.checkpoint import LoadedCheckpoint
-from dflash_tools.smoke.capability import VllmCapability
+from dflash_tools.serving.vllm_capability import VllmCapability
 
 ENGINES = ("vllm",)
 

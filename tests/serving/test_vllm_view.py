@@ -18,8 +18,8 @@ from dflash_tools.cli import app
 from dflash_tools.inspect import inspect_checkpoint
 from dflash_tools.reading.local import examples_dir
 from dflash_tools.reading.source import load_checkpoint
-from dflash_tools.smoke.capability import VllmCapability, capability_from_sources
-from dflash_tools.smoke.serving import inspect_for_vllm
+from dflash_tools.serving.vllm_capability import VllmCapability, capability_from_sources
+from dflash_tools.serving.vllm_view import inspect_for_vllm
 from dflash_tools.vllm_plugin.sources import directory_reader
 
 ANCHOR_DFLASH = str(examples_dir() / "engine-demo" / "zlab-dflash-anchor-first")

@@ -1,0 +1,95 @@
+"""vLLM 0.34.0 (PyPI, 2026-11-16): what it does with DFlash-family drafts.
+
+What moved since 0.33.0: the V1 model runner is gone (`VLLM_USE_V2_MODEL_RUNNER` other than 1
+raises in `vllm/platforms/interface.py`); each speculative method has a config class
+(`vllm/v1/worker/gpu/spec_decode/speculator_config.py`) that owns the lookahead, the draft-pass
+budget and the speculator's hash factors. File references are to the released wheel's `vllm/`.
+"""
+
+from __future__ import annotations
+
+from dflash_tools.engines._model import EngineRules, Layout, LayoutRule, Outcome, QueryCountSite
+
+_SPECULATOR = "vllm/v1/worker/gpu/spec_decode/dflash/speculator.py"
+_CONFIG = "vllm/v1/worker/gpu/spec_decode/dflash/config.py"
+
+RULES = EngineRules(
+    engine="vllm",
+    version="0.34.0",
+    released="2026-11-16",
+    summary="V2 runner only: bonus-anchor DFlash/DFlash2; anchor-first only with the dflash-tools plugin, "
+    "refused loudly without it.",
+    has_v1_runner=False,
+    plugin_supported=True,
+    plugin_route="wrappers around DFlashSpeculatorConfig (lookahead, draft budget, hash factors), "
+    "DFlashSpeculator.__init__ and DFlash2Qwen3DecoderLayer.__init__, installed by a general plugin after "
+    "their source fingerprints match; the launch keeps method 'dflash'",
+    layouts=(
+        LayoutRule("dflash", Layout.BONUS, Outcome.SERVED, f"{_SPECULATOR}: DFlashSpeculator.__init__"),
+        LayoutRule("dflash2", Layout.BONUS, Outcome.SERVED, "vllm/v1/worker/gpu/spec_decode/dflash2/speculator.py"),
+        LayoutRule(
+            "dflash",
+            Layout.ANCHOR_FIRST,
+            Outcome.SERVED_WITH_PLUGIN,
+            f"{_SPECULATOR}: DFlashSpeculator.__init__ raises on dflash_config.sample_from_anchor",
+            "without the plugin the engine refuses it when it builds the drafter (no V1 runner to fall back to)",
+        ),
+        LayoutRule(
+            "dflash2",
+            Layout.ANCHOR_FIRST,
+            Outcome.SERVED_WITH_PLUGIN,
+            f"{_SPECULATOR}: DFlashSpeculator.__init__; vllm/model_executor/models/qwen3_dflash2.py: "
+            "DFlash2Qwen3DecoderLayer.__init__ sizes the convolution block 1 + K",
+        ),
+        LayoutRule("dspark", Layout.ANCHOR_FIRST, Outcome.SERVED, "vllm/v1/worker/gpu/spec_decode/dspark/config.py"),
+        LayoutRule("dspark", Layout.BONUS, Outcome.SERVED, "vllm/v1/worker/gpu/spec_decode/dspark/config.py"),
+    ),
+    query_count_sites=(
+        QueryCountSite(
+            "KV lookahead slots per request",
+            f"{_CONFIG}: DFlashSpeculatorConfig.num_lookahead_tokens (VllmConfig.num_lookahead_tokens "
+            "delegates to it; read by the scheduler's allocate_slots and the worker warm-up)",
+            "K + 1 for every DFlash draft",
+            "K for an anchor-first draft (wrapped property)",
+        ),
+        QueryCountSite(
+            "draft-pass request budget (scheduler_config.max_num_active_seqs)",
+            f"{_CONFIG}: DFlashSpeculatorConfig.max_num_draft_seqs (called from VllmConfig.__post_init__)",
+            "max_num_batched_tokens // (K + 1)",
+            "max_num_batched_tokens // K (wrapped method)",
+        ),
+        QueryCountSite(
+            "query positions per request in the draft step",
+            f"{_SPECULATOR}: DFlashSpeculator.__init__ (num_query_per_req, sample_from_anchor)",
+            "1 + K; raises on sample_from_anchor",
+            "K, sample_from_anchor true (wrapped constructor)",
+        ),
+        QueryCountSite(
+            "CUDA-graph decode query lengths",
+            f"{_SPECULATOR}: DFlashSpeculator.init_cudagraph_manager "
+            "(decode_query_lens={num_query_per_req: max_num_reqs})",
+            "{1 + K: max_num_reqs}",
+            "{K: max_num_reqs} (reads num_query_per_req after the wrapped constructor set it)",
+        ),
+        QueryCountSite(
+            "draft requests per warm-up batch",
+            "vllm/v1/worker/gpu/model_runner.py and vllm/model_executor/warmup/kernel_warmup.py "
+            "(max_num_tokens // speculator.num_query_per_req)",
+            "max_num_tokens // (1 + K)",
+            "max_num_tokens // K (reads num_query_per_req)",
+        ),
+        QueryCountSite(
+            "DFlash2 convolution block",
+            "vllm/model_executor/models/qwen3_dflash2.py: DFlash2Qwen3DecoderLayer.__init__",
+            "1 + K",
+            "K (wrapped constructor resets both convolutions' block_size)",
+        ),
+        QueryCountSite(
+            "compile-cache key",
+            f"vllm/config/speculative.py: SpeculativeConfig.compile_factors, factor 'speculator' from "
+            f"{_CONFIG}: DFlashSpeculatorConfig.hash_factors (inherited, empty)",
+            "does not include the layout",
+            "hash factors gain the layout and K for an anchor-first draft; unchanged for bonus drafts",
+        ),
+    ),
+)
