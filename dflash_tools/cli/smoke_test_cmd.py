@@ -524,9 +524,13 @@ def render(document: dict[str, Any], *, no_color: bool = False) -> None:
         # The JSON keeps the bare word; a reader needs to know it is about anchor-first serving.
         support = {
             "native": "anchor-first served natively",
-            "patchable": "anchor-first served through the dflash-tools plugin",
-            "unsupported": "anchor-first not served (refused)",
-        }.get(str(vllm.get("support")), str(vllm.get("support")))
+            "patched": "anchor-first served through the dflash-tools plugin",
+            "refused": "anchor-first refused",
+            "misaligned": "anchor-first drafted in the wrong layout by V1",
+        }.get(str(vllm.get("anchor_first")), str(vllm.get("support")))
+        if vllm.get("installed") and vllm.get("support") == "unsupported":
+            supported = ", ".join(vllm.get("supported_versions") or [])
+            support += f" (the plugin supports {supported})"
         engine = f"{vllm.get('engine') or 'vllm (not installed)'} · {support}"
     verdicts = _verdict_lines(document)
     for verdict_line in verdicts:

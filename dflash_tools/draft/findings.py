@@ -63,6 +63,9 @@ _CATALOGUE: tuple[CodeInfo, ...] = (
         "vLLM's V1 runner would serve an anchor-first DFlash draft in the bonus layout, silently",
     ),
     CodeInfo("DFT052", Severity.WARNING, "--engine vllm given but vLLM is not installed: serving not checked"),
+    CodeInfo(
+        "DFT053", Severity.INFO, "the installed vLLM serves this anchor-first draft (natively or with the plugin)"
+    ),
     CodeInfo("DFT058", Severity.WARNING, "config value an engine reads is far outside what real checkpoints use"),
     CodeInfo("DFT059", Severity.ERROR, "duplicated JSON key with different values (readers disagree on which wins)"),
     CodeInfo("DFT060", Severity.WARNING, "duplicated JSON key repeating the same value"),

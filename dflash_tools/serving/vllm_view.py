@@ -6,14 +6,17 @@ view of vLLM, above the inspect layer).
 The engine is classified from its files (`serving.vllm_capability.detect_vllm`, no import, no GPU). Only
 anchor-first DFlash-family drafts depend on it (docs/tier-vllm.md):
 
-- served as declared: natively (the upstream change), or by the dflash-tools plugin on 0.33.0;
-- refused: the V2 runner always refuses what it cannot serve; the V1 runner refuses DFlash2
-  (candidate head) on its own and DFlash1 only with the upstream change or the plugin's guard
-  (DFT041, an error in this context);
+- served as declared: natively, or by the dflash-tools plugin on 0.33.0 and 0.34.0;
+- refused: the V2 runner always refuses what it cannot serve; the V1 runner (0.33.0 and older)
+  refuses DFlash2 (candidate head) on its own and DFlash1 only with the plugin's guard (DFT041,
+  an error in this context);
 - served *silently wrong*: stock V1 accepts an anchor-first DFlash1 draft and drafts it in the
   bonus-anchor layout without an error; acceptance collapses while the output stays correct
-  (DFT051). V1 is what vLLM picks with `VLLM_USE_V2_MODEL_RUNNER=0`, or on its own where Triton
-  is missing.
+  (DFT051). V1 is what vLLM 0.33.0 picks with `VLLM_USE_V2_MODEL_RUNNER=0`, or on its own where
+  Triton is missing. 0.34.0 has no V1 runner, so this cannot happen there.
+
+Every anchor-first DFlash-family draft also gets DFT053 (info): the installed version and what it
+does with the draft (served by the plugin, natively, refused).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from dflash_tools.draft.target import TargetSpec
 from dflash_tools.inspect import InspectReport, inspect_loaded
 from dflash_tools.reading.checkpoint import LoadedCheckpoint
 from dflash_tools.serving.vllm_capability import VllmCapability
+from dflash_tools.vllm_plugin.fingerprints import SUPPORTED_VERSIONS
 
 ENGINES = ("vllm",)
 
@@ -70,9 +74,24 @@ def vllm_serving_findings(
         ]
     if desc.algorithm is Algorithm.DSPARK or not geometry.sample_from_anchor:
         return []
-    if capability.support == "native" or (capability.support == "patchable" and capability.plugin_active):
-        return []
     version = capability.version or "(unknown version)"
+    status = capability.anchor_first_status
+    if status in ("native", "patched"):
+        how = (
+            "serves it itself"
+            if status == "native"
+            else f"serves it with {geometry.num_query_tokens} query positions through the dflash-tools plugin"
+        )
+        return [
+            make_finding(
+                "DFT053",
+                f"vLLM {version} (installed here) {how}",
+                "",
+                severity=Severity.INFO,
+                keys=("sample_from_anchor",),
+                values={"vllm_version": capability.version, "support": capability.support, "anchor_first": status},
+            )
+        ]
     values = {"vllm_version": capability.version, "support": capability.support}
     if desc.algorithm is Algorithm.DFLASH2 or capability.v1_refuses_anchor_first:
         return [
@@ -80,8 +99,8 @@ def vllm_serving_findings(
                 "DFT041",
                 f"{source} is anchor-first (sample_from_anchor=true) and vLLM {version} refuses it: "
                 f"{capability.reason if capability.support != 'patchable' else _plugin_state(capability)}",
-                "serve it with vLLM 0.33.0 and dflash-tools in the same environment (the plugin patches the "
-                "runner), or with a vLLM that includes vllm-project/vllm#54154",
+                f"serve it with vLLM {' or '.join(SUPPORTED_VERSIONS)} and dflash-tools in the same environment "
+                "(the plugin patches the runner), or with a vLLM that serves anchor-first DFlash drafts itself",
                 severity=Severity.ERROR,
                 keys=("sample_from_anchor",),
                 values={**values, "cause": "environment"},
@@ -94,8 +113,8 @@ def vllm_serving_findings(
             f"{source} is an anchor-first DFlash draft and vLLM {version}'s V1 runner would serve it in the "
             f"bonus-anchor layout without an error (acceptance collapses, the output stays correct): {why}",
             "let vLLM load the dflash-tools plugin (install dflash-tools with vLLM; VLLM_PLUGINS unset or listing "
-            "dflash_tools): it serves the draft on 0.33.0 and makes V1 refuse it elsewhere; or serve with "
-            "VLLM_USE_V2_MODEL_RUNNER=1, which refuses it",
+            f"dflash_tools): it serves the draft on {' and '.join(SUPPORTED_VERSIONS)} and makes V1 refuse it "
+            "elsewhere; or serve with VLLM_USE_V2_MODEL_RUNNER=1, which refuses it",
             keys=("sample_from_anchor",),
             values=values,
         )

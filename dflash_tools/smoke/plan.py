@@ -34,6 +34,7 @@ from dflash_tools.reading.source import load_checkpoint
 from dflash_tools.serving.vllm_capability import VllmCapability
 from dflash_tools.smoke import contract
 from dflash_tools.smoke.presets import SANITY_FLOOR, DraftEntry, Floor
+from dflash_tools.vllm_plugin.fingerprints import SUPPORTED_VERSIONS
 from dflash_tools.vllm_plugin.markers import ENTRY_POINT_NAME, REQUIRE_ENV
 
 V2_ENV = "VLLM_USE_V2_MODEL_RUNNER"
@@ -232,6 +233,11 @@ def _on_cpu(device: str | None) -> bool:
     return (device or "").startswith("cpu")
 
 
+def _has_v1_runner(capability: VllmCapability | None) -> bool:
+    """Unknown (no vLLM inspected) counts as having one: the plan then pins V2 to be safe."""
+    return capability is None or not capability.installed or capability.has_v1_runner
+
+
 def _explicit_v1(env: Mapping[str, str]) -> bool:
     value = env.get(V2_ENV)
     return value is not None and value.strip().lower() in ("0", "false", "no", "off")
@@ -304,15 +310,28 @@ def _smoke_findings(
                 "DFT041",
                 f"{source} is {layout} (sample_from_anchor=true: {k} query positions for K = {k}) but the installed "
                 f"vLLM cannot serve that layout: {_unavailable_reason(capability)}",
-                "use vLLM 0.33.0 with dflash-tools installed in the same environment (its plugin patches the runner), "
-                "or a vLLM that includes vllm-project/vllm#54154; bonus-anchor drafts are unaffected",
+                f"use vLLM {' or '.join(SUPPORTED_VERSIONS)} with dflash-tools installed in the same environment (its "
+                "plugin patches the runner), or a vLLM that serves anchor-first DFlash itself; bonus-anchor drafts "
+                "are unaffected",
                 severity=Severity.ERROR,
                 keys=("sample_from_anchor",),
                 values={"cause": "environment", "vllm_version": capability.version if capability else None},
             )
         )
     v2 = _v2_reasons(desc, sample_from_anchor)
-    if v2 and _explicit_v1(options.env):
+    if not _has_v1_runner(capability) and (_explicit_v1(options.env) or _explicit_v1(options.inherited_env)):
+        version = capability.version if capability else None
+        findings.append(
+            make_finding(
+                "DFT041",
+                f"{V2_ENV}=0 asks for the V1 model runner, which vLLM {version} no longer has: it refuses to start",
+                f"unset {V2_ENV} (drop --env {V2_ENV}=0)",
+                severity=Severity.ERROR,
+                keys=(V2_ENV,),
+                values={"cause": "environment", "vllm_version": version},
+            )
+        )
+    elif v2 and _explicit_v1(options.env):
         findings.append(
             make_finding(
                 "DFT041",
@@ -343,11 +362,13 @@ def _engine_env(
     sample_from_anchor: bool,
     serving: str,
     options: SmokeOptions,
+    capability: VllmCapability | None = None,
 ) -> dict[str, str]:
     env: dict[str, str] = {}
     if engine != "vllm":
         return dict(options.env)
-    if _v2_reasons(desc, sample_from_anchor):
+    if _v2_reasons(desc, sample_from_anchor) and _has_v1_runner(capability):
+        # Only where V1 exists: 0.34.0 runs V2 alone and merely warns that the variable is redundant.
         env[V2_ENV] = "1"
     device = options.device or ""
     if device.startswith("cuda:"):
@@ -470,7 +491,7 @@ def plan_draft(
     layouts = [("declared", declared)] + ([("flipped", not declared)] if options.compare_layouts else [])
     for role, sample_from_anchor in layouts:
         serving = _serving(engine, desc, sample_from_anchor, capability)
-        env = _engine_env(engine, desc, sample_from_anchor, serving, options)
+        env = _engine_env(engine, desc, sample_from_anchor, serving, options, capability)
         run_label = label if role == "declared" else f"{label} [flipped: {layout_name(sample_from_anchor)}]"
         run = RunPlan(
             label=run_label,

@@ -1,4 +1,4 @@
-"""vLLM general plugin: serve anchor-first DFlash / DFlash2 drafts on stock vLLM 0.33.0.
+"""vLLM general plugin: serve anchor-first DFlash / DFlash2 drafts on stock vLLM 0.33.0 and 0.34.0.
 
 Registered as `dflash_tools = dflash_tools.vllm_plugin:register` in the `vllm.general_plugins`
 entry-point group, so vLLM calls `register()` in every process it starts (front end, engine core,
@@ -6,22 +6,26 @@ each worker) before it builds configs, schedulers or model runners.
 
 Because an installed plugin runs in *every* vLLM process on the machine, it is careful:
 
-- On a vLLM that already carries the upstream change (vllm-project/vllm#54154) it does nothing.
+- On a vLLM whose own code serves anchor-first DFlash drafts (`fingerprints.native_evidence`,
+  read from the code, not the version) it does nothing.
 - On any vLLM other than a release it was written against, or whose fingerprinted functions'
-  source differs from `fingerprints.py`, it applies nothing of the change: it logs why, and fails
-  the process only when the launcher asked for it (`DFLASH_TOOLS_REQUIRE_PLUGIN=1`), so unrelated
-  vLLM use is never broken by an upgrade. It still installs one guard, version-tolerant: the V1
-  runner refuses anchor-first DFlash drafts (`patch.install_v1_refusal`), because stock V1 would
-  otherwise serve them in the bonus-anchor layout without an error.
+  source differs from that release's table (`sites_v0_33.py`, `sites_v0_34.py`), it applies
+  nothing of the change: it logs why, and fails the process only when the launcher asked for it
+  (`DFLASH_TOOLS_REQUIRE_PLUGIN=1`), so unrelated vLLM use is never broken by an upgrade. Where
+  the V1 runner still exists it installs one guard, version-tolerant: V1 refuses anchor-first
+  DFlash drafts (`patch.install_v1_refusal`), because stock V1 would otherwise serve them in the
+  bonus-anchor layout without an error. Without V1 (0.34.0 on), the V2 runner refuses them itself.
 - `DFLASH_TOOLS_PLUGIN_DISABLE=1` leaves vLLM entirely untouched (the escape hatch), and says what
   that means for anchor-first drafts.
-- On vLLM 0.33.0 it installs the wrappers of `patch.py`; they change behaviour only for a
-  `method="dflash"` draft whose `dflash_config.sample_from_anchor` is true.
+- On vLLM 0.33.0 and 0.34.0 it installs that release's wrappers (`patch.apply_v0_33`,
+  `patch.apply_v0_34`); they change behaviour only for a `method="dflash"` draft whose
+  `dflash_config.sample_from_anchor` is true.
 
 It records what it did in marker files (`markers.py`) and as `SpeculativeConfig._dflash_tools_patch`.
 Importing this module is cheap: vLLM itself is only touched inside `register()`.
 
-Imports: nothing else of dflash_tools (it runs inside vLLM's processes), only its own modules.
+Imports: its own modules and `engines` (plain data), nothing else of dflash_tools: it runs inside
+vLLM's processes.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-from dflash_tools.vllm_plugin.fingerprints import Classification, classify
+from dflash_tools.vllm_plugin.fingerprints import Classification, classify, has_v1_runner
 from dflash_tools.vllm_plugin.markers import DISABLE_ENV, REQUIRE_ENV, truthy, write_marker
 from dflash_tools.vllm_plugin.sources import SourceReader, directory_reader
 
@@ -86,9 +90,16 @@ def register() -> None:
     except PackageNotFoundError:
         vllm_version = getattr(vllm, "__version__", None)
     root = Path(vllm.__file__).resolve().parent.parent
-    decision = decide(vllm_version, directory_reader(root), os.environ)
+    reader = directory_reader(root)
+    decision = decide(vllm_version, reader, os.environ)
+    v1_runner = has_v1_runner(reader)
     _registered["decision"] = decision
-    payload: dict[str, object] = {"status": decision.status, "reason": decision.reason, "vllm_version": vllm_version}
+    payload: dict[str, object] = {
+        "status": decision.status,
+        "reason": decision.reason,
+        "vllm_version": vllm_version,
+        "v1_runner": v1_runner,
+    }
 
     if decision.action == "patch":
         assert decision.classification is not None
@@ -103,7 +114,7 @@ def register() -> None:
             payload["sites"] = sites
             logger.info("dflash-tools plugin: %s", decision.reason)
 
-    if decision.action == "refuse":
+    if decision.action == "refuse" and v1_runner:
         # Stock V1 would serve anchor-first DFlash in the wrong layout without a word; make it refuse.
         try:
             payload["v1_refusal"] = patch.install_v1_refusal(decision.reason)
@@ -121,14 +132,17 @@ def register() -> None:
             raise patch.PluginRefused(
                 message + " (required by the launcher: anchor-first DFlash drafts cannot be served correctly)"
             )
-        logger.warning("%s; %s", message, _what_happens_to_anchor_first(decision, payload.get("v1_refusal")))
+        logger.warning("%s; %s", message, _what_happens_to_anchor_first(decision, payload.get("v1_refusal"), v1_runner))
     elif decision.action == "native":
         logger.info("dflash-tools plugin: nothing to do: %s", decision.reason)
 
 
-def _what_happens_to_anchor_first(decision: Decision, v1_refusal: object) -> str:
+def _what_happens_to_anchor_first(decision: Decision, v1_refusal: object, v1_runner: bool = True) -> str:
     """The truth about anchor-first DFlash drafts in a process the plugin does not patch."""
     v2 = "the V2 runner refuses anchor-first DFlash drafts (stock DFlashSpeculator)"
+    if not v1_runner:
+        unpatched = "vLLM runs unpatched: " if decision.action == "disabled" else ""
+        return f"{unpatched}{v2}, and this vLLM has no V1 runner: they fail to start, never run in the wrong layout"
     if decision.action == "disabled":
         return (
             f"vLLM runs unpatched: {v2}, and the V1 runner serves anchor-first DFlash (not DFlash2) drafts in the "

@@ -1,12 +1,16 @@
-"""What the plugin was written against: vLLM versions, the functions it wraps or relies on, and
-the sha256 of each function's source text in that release.
+"""What the plugin was written against: per vLLM release, the functions it wraps or relies on and the
+sha256 of each one's source text, and how a vLLM is classified from its sources.
 
-The patch is only correct for code that behaves exactly like the code it was derived from
-(research/vllm-dflash.md §5.1): a refactor that moves the query count, renames an attribute or
-reorders `__init__` would make the wrappers silently wrong. So the plugin refuses to patch unless
-every function below hashes to the recorded value. Both the launcher (without importing vLLM) and
-the plugin (inside every vLLM process) call `classify`; the real-vLLM test tier checks the recorded
-hashes against the installed vLLM 0.33.0 (docs/tier-vllm.md).
+The patch is only correct for code that behaves exactly like the code it was derived from: a
+refactor that moves the query count, renames an attribute or reorders `__init__` would make the
+wrappers silently wrong. So the plugin refuses to patch unless every site of the installed
+release's table (`sites_v0_33.py`, `sites_v0_34.py`) hashes to the recorded value. Both the
+launcher (without importing vLLM) and the plugin (inside every vLLM process) call `classify`; the
+real-vLLM test tiers check the recorded hashes against each installed release (docs/tier-vllm.md).
+
+A vLLM that serves anchor-first DFlash drafts itself is recognised from its code, not from its
+version (`native_evidence`): its `DFlashSpeculator.__init__` reads `sample_from_anchor` without
+refusing it, and its DFlash2 layer no longer sizes the convolution block as 1 + K.
 
 Hashes are over `sources.normalize(text)` of the function's own lines (decorators excluded), so
 they do not depend on the Python version that reads them.
@@ -14,228 +18,62 @@ they do not depend on the Python version that reads them.
 
 from __future__ import annotations
 
+import ast
+import textwrap
 from dataclasses import dataclass, field
 from typing import Any
 
+from dflash_tools.engines import vllm_plugin_versions
+from dflash_tools.vllm_plugin import sites_v0_33, sites_v0_34
+from dflash_tools.vllm_plugin.site import Site
 from dflash_tools.vllm_plugin.sources import FunctionSource, SourceReader, find_function
 
-SUPPORTED_VERSIONS = ("0.33.0",)
-"""vLLM releases whose sources the patch was derived from."""
+SUPPORTED_VERSIONS: tuple[str, ...] = vllm_plugin_versions()
+"""vLLM releases the plugin patches: the engine tables (`engines/vllm_*.py`) that say so."""
+
+SITE_TABLES: dict[str, tuple[Site, ...]] = {"0.33.0": sites_v0_33.SITES, "0.34.0": sites_v0_34.SITES}
+"""Each supported release's own fingerprints (a test keeps the keys equal to SUPPORTED_VERSIONS)."""
 
 UPSTREAM_PR = "vllm-project/vllm#54154"
 
-# Names the upstream change ("Support sample_from_anchor for DFlash draft models") introduces,
-# per its description. Their presence means vLLM serves anchor-first DFlash natively.
-NATIVE_MARKERS = ("num_dflash_query_tokens", "dflash_samples_from_anchor")
-NATIVE_MARKER_FILES = (
-    "vllm/config/speculative.py",
-    "vllm/config/vllm.py",
-    "vllm/v1/worker/gpu/spec_decode/dflash/speculator.py",
-    "vllm/model_executor/models/qwen3_dflash2.py",
-)
+SPECULATOR_FILE = "vllm/v1/worker/gpu/spec_decode/dflash/speculator.py"
+DFLASH2_MODEL_FILE = "vllm/model_executor/models/qwen3_dflash2.py"
+STOCK_CONV_BLOCK = "block_size=1 + speculative_config.num_speculative_tokens"
 
 
-@dataclass(frozen=True)
-class Site:
-    """One function the plugin wraps (`patched`) or whose behaviour the wrappers assume."""
-
-    key: str
-    path: str
-    qualname: str
-    sha256: str
-    patched: bool
-    why: str
-    must_contain: tuple[str, ...] = ()
-
-    @property
-    def module(self) -> str:
-        return self.path.removesuffix(".py").removesuffix("/__init__").replace("/", ".")
+def release(version: str | None) -> str | None:
+    """`0.34.0` from `0.34.0+cpu` (a local build label is the same release), None if absent."""
+    return version.split("+", 1)[0] if version else None
 
 
-_DFLASH_SPECULATOR = "vllm/v1/worker/gpu/spec_decode/dflash/speculator.py"
-_DFLASH2_SPECULATOR = "vllm/v1/worker/gpu/spec_decode/dflash2/speculator.py"
+def sites_for(version: str | None) -> tuple[Site, ...]:
+    """The site table of a supported release, or () for any other."""
+    return SITE_TABLES.get(release(version) or "", ())
 
-SITES: tuple[Site, ...] = (
-    Site(
-        key="speculative_compute_hash",
-        path="vllm/config/speculative.py",
-        qualname="SpeculativeConfig.compute_hash",
-        sha256="328c3382b5207027cbc7e924291ebe5097fd5bf93f2d08854550c8b8d3a9a44d",
-        patched=True,
-        why="adds the layout and K to the compile-cache key (the DFlash2 conv block is a graph constant)",
-        must_contain=("factors.append(self.draft_model_config.compute_hash())",),
-    ),
-    Site(
-        key="num_lookahead_tokens",
-        path="vllm/config/vllm.py",
-        qualname="VllmConfig.num_lookahead_tokens",
-        sha256="9e2913f5c2f657583c5747bcff20d197f2e6b0b3650e26a2b8a5e904abc84075",
-        patched=True,
-        why="reserves K (not K + 1) KV lookahead slots for anchor-first DFlash",
-        must_contain=("return self.num_speculative_tokens + 1",),
-    ),
-    Site(
-        key="v1_unsupported_features",
-        path="vllm/config/vllm.py",
-        qualname="VllmConfig._get_v1_model_runner_unsupported_features",
-        sha256="675c586beb189a4a6f24c0e25e98b9f01078155c32509404dc7c97b18cd88de8",
-        patched=True,
-        why="makes the V1 runner refuse anchor-first DFlash instead of drafting it in the wrong layout",
-        must_contain=('unsupported.append("DFlash candidate-head drafts")',),
-    ),
-    Site(
-        key="dflash_speculator_init",
-        path="vllm/v1/worker/gpu/spec_decode/dflash/speculator.py",
-        qualname="DFlashSpeculator.__init__",
-        sha256="bda2c3b5752ed06f78dfc23efb04833ca3df434e0cf5642e265d888e0b7eb4ae",
-        patched=True,
-        why="serves K query positions per request for anchor-first drafts instead of raising",
-        must_contain=(
-            "self.num_query_per_req = 1 + self.num_speculative_steps",
-            "sample_from_anchor=True is not supported for DFlash. ",
-            "self.sample_from_anchor = False",
-            'dflash_config.get("sample_from_anchor", False)',
-        ),
-    ),
-    Site(
-        key="dflash2_decoder_layer_init",
-        path="vllm/model_executor/models/qwen3_dflash2.py",
-        qualname="DFlash2Qwen3DecoderLayer.__init__",
-        sha256="9794aef6e47b0dfed8ae3a3332da044179eac7def04994948936560f8d05135a",
-        patched=True,
-        why="sizes the DFlash2 convolution block to the K query positions of an anchor-first draft",
-        must_contain=(
-            "block_size=1 + speculative_config.num_speculative_tokens",
-            "self.attention_conv = DFlashGroupedConv(",
-            "self.mlp_conv = DFlashGroupedConv(",
-        ),
-    ),
-    Site(
-        key="v1_dflash_proposer_init",
-        path="vllm/v1/spec_decode/dflash.py",
-        qualname="DFlashProposer.__init__",
-        sha256="f93118f5083d8b2c73395048e756e7e4a5e2577923a4c5306945e0f7ca3d8212",
-        patched=True,
-        why="fails loudly if an anchor-first draft reaches the V1 proposer (hard-coded 1 + K layout)",
-        must_contain=("self.max_batch_size * (1 + self.num_speculative_tokens)",),
-    ),
-    Site(
-        key="dflash2_speculator_init",
-        path="vllm/v1/worker/gpu/spec_decode/dflash2/speculator.py",
-        qualname="DFlash2Speculator.__init__",
-        sha256="8350a60956cc17bfb1cf294ea3f3f63f85fe99764546ce3e48647e0095f61d78",
-        patched=False,
-        why="inherits the query layout from DFlashSpeculator.__init__ without resetting it",
-        must_contain=("super().__init__(vllm_config, device)",),
-    ),
-    Site(
-        key="grouped_conv_init",
-        path="vllm/model_executor/models/qwen3_dflash2.py",
-        qualname="DFlashGroupedConv.__init__",
-        sha256="e2f4a4f280d115e32e82faf6a8c9bcbd74f062c4179da9c6d147120256153a57",
-        patched=False,
-        why="stores block_size as a plain attribute that the wrapper may reset after construction",
-        must_contain=("self.block_size = block_size",),
-    ),
-    Site(
-        key="grouped_conv_convolve",
-        path="vllm/model_executor/models/qwen3_dflash2.py",
-        qualname="DFlashGroupedConv._convolve",
-        sha256="3a5acbf7210cf2577ed214f6ffd8af60e0e1211ae283b46b1da11c6b76d94b1d",
-        patched=False,
-        why="reads block_size at forward time, so resetting the attribute takes effect",
-        must_contain=("self.block_size,",),
-    ),
-    Site(
-        key="init_speculator",
-        path="vllm/v1/worker/gpu/spec_decode/__init__.py",
-        qualname="init_speculator",
-        sha256="bad8b92d97584fbef965258ab8b5f9182308fe7dca66ec8a49acdb72d5878003",
-        patched=False,
-        why="routes DFlash / DFlash2 drafts to the two speculator classes the wrapper acts on",
-    ),
-    # The code that implements the query layout itself. The plugin wraps none of it, but the
-    # wrappers only flip `num_query_per_req` and `sample_from_anchor` and trust this code to
-    # honour both; a change here upstream must refuse, not serve.
-    Site(
-        key="dflash_prepare_inputs_kernel",
-        path=_DFLASH_SPECULATOR,
-        qualname="_prepare_dflash_inputs_kernel",
-        sha256="77d5e8a1ea798b5c664670ed4109bed11ea3acbbde2d23c5efa1c19c258196c6",
-        patched=False,
-        why="lays out the K or 1 + K query slots and the sampled positions per request (SAMPLE_FROM_ANCHOR)",
-        must_contain=("SAMPLE_FROM_ANCHOR: tl.constexpr", "num_query_per_req"),
-    ),
-    Site(
-        key="dflash_prepare_inputs",
-        path=_DFLASH_SPECULATOR,
-        qualname="prepare_dflash_inputs",
-        sha256="85265096f19142fe24a1bddf6a27bfa4775cbc9ccf16f7fc0e356f35ff0840c4",
-        patched=False,
-        why="passes the query count and the layout flag to the input kernel",
-        must_contain=("SAMPLE_FROM_ANCHOR=sample_from_anchor",),
-    ),
-    Site(
-        key="dflash_propose",
-        path=_DFLASH_SPECULATOR,
-        qualname="DFlashSpeculator.propose",
-        sha256="5235d37ca2cffe0cd70cde4aabd8be829f56da016b2ca06af0f75d9b1faa9f1f",
-        patched=False,
-        why="reads num_query_per_req and sample_from_anchor from the speculator for every draft step",
-        must_contain=("self.num_query_per_req", "self.sample_from_anchor"),
-    ),
-    Site(
-        key="dflash_generate_draft",
-        path=_DFLASH_SPECULATOR,
-        qualname="DFlashSpeculator._generate_draft",
-        sha256="3e95cbdeaa5465f5c4b1e68ddf9005a3452094eb5eb23744f78a882887f49f24",
-        patched=False,
-        why="samples the draft tokens from the positions the input kernel marked",
-    ),
-    Site(
-        key="dflash2_generate_draft",
-        path=_DFLASH2_SPECULATOR,
-        qualname="DFlash2Speculator._generate_draft",
-        sha256="3f1f638eac3e48f85b4a7dae898611150bbbef21120b5a0306ad5c0c8e5c4ba6",
-        patched=False,
-        why="the DFlash2 candidate walk over the sampled positions",
-    ),
-    Site(
-        key="dflash2_score_candidates",
-        path=_DFLASH2_SPECULATOR,
-        qualname="DFlash2Speculator._score_candidates",
-        sha256="25c9c0791a968565aedc529371618e3aa6a663e68323ab2b0a89056d104b812a",
-        patched=False,
-        why="strides the per-request hidden states by num_query_per_req",
-        must_contain=("self.num_query_per_req",),
-    ),
-    Site(
-        key="candidate_sampler_init",
-        path=_DFLASH2_SPECULATOR,
-        qualname="CandidateSampler.__init__",
-        sha256="bf008130242954c796c0e6df47320afb32aca284dc853f6ec705c8377571b287",
-        patched=False,
-        why="sizes the DFlash2 candidate scores per draft step",
-    ),
-    Site(
-        key="candidate_sampler_sample",
-        path=_DFLASH2_SPECULATOR,
-        qualname="CandidateSampler.sample",
-        sha256="ca6a9009f1b43646f26e28f6e81984d796cec5d81f80a34527e08c5954d9eef3",
-        patched=False,
-        why="walks the DFlash2 candidates step by step",
-    ),
-    Site(
-        key="candidate_sampler_cache_draft_logits",
-        path=_DFLASH2_SPECULATOR,
-        qualname="CandidateSampler._cache_draft_logits",
-        sha256="cee446ee061124521238504b167a14e24c40106c30c5651b494235a8461e3f7e",
-        patched=False,
-        why="caches the realized DFlash2 proposals per step",
-    ),
-)
 
-SITES_BY_KEY = {site.key: site for site in SITES}
+def all_sites() -> tuple[Site, ...]:
+    """Every site of every supported release (for reading the files a tree must hold)."""
+    return tuple(site for table in SITE_TABLES.values() for site in table)
+
+
+def find_class(module_text: str, qualname: str) -> FunctionSource | None:
+    """A top-level class's whole text (decorators excluded), like `find_function` for functions."""
+    try:
+        tree = ast.parse(module_text)
+    except SyntaxError:
+        return None
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name == qualname:
+            lines = module_text.splitlines()
+            end = node.end_lineno or node.lineno
+            first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+            text = "\n".join(lines[node.lineno - 1 : end])
+            return FunctionSource(qualname=qualname, text=text, first_line=first, def_line=node.lineno, last_line=end)
+    return None
+
+
+def find_site(text: str, site: Site) -> FunctionSource | None:
+    return find_class(text, site.qualname) if site.kind == "class" else find_function(text, site.qualname)
 
 
 @dataclass(frozen=True)
@@ -258,7 +96,7 @@ class SiteCheck:
             return f"{where}: function not found"
         if self.status == "changed":
             extra = f" (no longer contains {self.missing_text[0]!r})" if self.missing_text else ""
-            return f"{where}: source differs from vLLM {SUPPORTED_VERSIONS[0]}{extra}"
+            return f"{where}: source differs from the release's{extra}"
         return f"{where}: matches"
 
     def to_dict(self) -> dict[str, Any]:
@@ -278,7 +116,7 @@ def check_site(site: Site, reader: SourceReader) -> SiteCheck:
     text = reader(site.path)
     if text is None:
         return SiteCheck(site, "missing-file")
-    found = find_function(text, site.qualname)
+    found = find_site(text, site)
     if found is None:
         return SiteCheck(site, "missing-function")
     missing = tuple(needle for needle in site.must_contain if needle not in found.text)
@@ -286,32 +124,67 @@ def check_site(site: Site, reader: SourceReader) -> SiteCheck:
     return SiteCheck(site, status, found.sha256, missing, found)
 
 
-def check_sites(reader: SourceReader) -> list[SiteCheck]:
-    return [check_site(site, reader) for site in SITES]
+def check_sites(reader: SourceReader, sites: tuple[Site, ...]) -> list[SiteCheck]:
+    return [check_site(site, reader) for site in sites]
 
 
-def native_markers_found(reader: SourceReader) -> list[str]:
-    """`path: name` for each upstream-change marker present in vLLM's sources."""
-    hits = []
-    for path in NATIVE_MARKER_FILES:
-        text = reader(path) or ""
-        hits += [f"{path}: {name}" for name in NATIVE_MARKERS if name in text]
-    return hits
+V1_RUNNER_FILE = "vllm/v1/worker/gpu_model_runner.py"
 
 
-def version_supported(version: str | None) -> bool:
-    """Exactly a supported release; a local build label (`0.33.0+cu130`) is allowed."""
-    if not version:
-        return False
-    return version.split("+", 1)[0] in SUPPORTED_VERSIONS
+def has_v1_runner(reader: SourceReader) -> bool:
+    """Whether this vLLM still ships the V1 model runner (gone in 0.34.0)."""
+    return reader(V1_RUNNER_FILE) is not None
+
+
+def _mentions(node: ast.AST, name: str) -> bool:
+    return name in ast.unparse(node)
+
+
+def native_evidence(reader: SourceReader) -> list[str]:
+    """Why this vLLM serves anchor-first DFlash drafts itself; [] when it does not.
+
+    Read from the code, whatever the version says: `DFlashSpeculator.__init__` reads
+    `sample_from_anchor`, raises on no branch that tests it, and does not pin it to False; and
+    the DFlash2 layer's convolution block is no longer the stock `1 + K`.
+    """
+    found = find_function(reader(SPECULATOR_FILE) or "", "DFlashSpeculator.__init__")
+    if found is None:
+        return []
+    try:
+        body = ast.parse(textwrap.dedent(found.text))
+    except SyntaxError:
+        return []
+    if not _mentions(body, "sample_from_anchor"):
+        return []
+    for node in ast.walk(body):
+        refuses = (
+            isinstance(node, ast.If)
+            and _mentions(node.test, "sample_from_anchor")
+            and any(isinstance(inner, ast.Raise) for inner in ast.walk(node))
+        )
+        pins_off = (
+            isinstance(node, ast.Assign)
+            and any(_mentions(target, "self.sample_from_anchor") for target in node.targets)
+            and isinstance(node.value, ast.Constant)
+            and node.value.value is False
+        )
+        if refuses or pins_off:
+            return []
+    layer = find_function(reader(DFLASH2_MODEL_FILE) or "", "DFlash2Qwen3DecoderLayer.__init__")
+    if layer is not None and STOCK_CONV_BLOCK in layer.text:
+        return []
+    evidence = [f"{SPECULATOR_FILE}: DFlashSpeculator.__init__ accepts sample_from_anchor"]
+    if layer is not None:
+        evidence.append(f"{DFLASH2_MODEL_FILE}: the DFlash2 convolution block is not 1 + K")
+    return evidence
 
 
 @dataclass
 class Classification:
     """How this vLLM can serve anchor-first DFlash drafts.
 
-    support: "native" (the upstream change is present), "patchable" (a release the plugin was
-    written against, every fingerprint matches), or "unsupported".
+    support: "native" (its own code serves them), "patchable" (a release the plugin was written
+    against, every fingerprint of that release matches), or "unsupported".
     """
 
     support: str
@@ -320,34 +193,39 @@ class Classification:
     checks: list[SiteCheck] = field(default_factory=list)
     native_markers: list[str] = field(default_factory=list)
 
+    @property
+    def release(self) -> str | None:
+        return release(self.version)
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "support": self.support,
             "version": self.version,
             "reason": self.reason,
+            "supported_versions": list(SUPPORTED_VERSIONS),
             "native_markers": list(self.native_markers),
             "fingerprints": [check.to_dict() for check in self.checks],
         }
 
 
 def classify(version: str | None, reader: SourceReader) -> Classification:
-    markers = native_markers_found(reader)
-    if markers:
+    evidence = native_evidence(reader)
+    if evidence:
         return Classification(
             "native",
             version,
-            f"vLLM {version} carries the upstream anchor-sampling change ({UPSTREAM_PR}): {markers[0]}",
-            native_markers=markers,
+            f"vLLM {version} serves anchor-first DFlash drafts itself ({evidence[0]})",
+            native_markers=evidence,
         )
-    checks = check_sites(reader)
-    if not version_supported(version):
+    sites = sites_for(version)
+    if not sites:
         return Classification(
             "unsupported",
             version,
-            f"vLLM {version} is neither a release the plugin was written against "
-            f"({', '.join(SUPPORTED_VERSIONS)}) nor one with the upstream change ({UPSTREAM_PR})",
-            checks,
+            f"vLLM {version} is not a release the plugin was written against "
+            f"(supported: {', '.join(SUPPORTED_VERSIONS)}), and its own code refuses anchor-first DFlash drafts",
         )
+    checks = check_sites(reader, sites)
     bad = [check for check in checks if not check.ok]
     if bad:
         return Classification(

@@ -1,18 +1,30 @@
-"""The anchor-sampling change for stock vLLM 0.33.0, applied at runtime (research/vllm-dflash.md §5).
+"""The anchor-sampling change for stock vLLM 0.33.0 and 0.34.0, applied at runtime (docs/tier-vllm.md).
 
 An anchor-first DFlash / DFlash2 draft (`dflash_config.sample_from_anchor: true`) predicts from
 every one of its K query slots, so the V2 runner must build K query positions per request, not
-1 + K. The wrappers below change exactly the sites §5.1 lists and nothing else:
+1 + K. The wrappers below change exactly the sites each release's table lists and nothing else.
+On both releases:
 
 - `DFlashSpeculator.__init__`: instead of raising, run with `num_query_per_req = K` and
   `sample_from_anchor = True` (the input kernel already implements both layouts).
 - `DFlash2Qwen3DecoderLayer.__init__`: the grouped convolution block is the per-request query
   count, K for an anchor-first draft.
-- `VllmConfig.num_lookahead_tokens`: K lookahead slots instead of K + 1.
+
+On 0.33.0 (`apply_v0_33`), where the sizing lives in the generic configs:
+
+- `VllmConfig.num_lookahead_tokens`: K lookahead slots instead of K + 1 (the draft-pass budget
+  divides by it).
 - `VllmConfig._get_v1_model_runner_unsupported_features` and `DFlashProposer.__init__`: the V1
   runner hard-codes the bonus-anchor layout, so it refuses instead of drafting wrongly.
 - `SpeculativeConfig.compute_hash`: the layout and K join the compile-cache key, because the
   DFlash2 convolution block is a constant of the compiled graph.
+
+On 0.34.0 (`apply_v0_34`), where each method's config class owns the sizing and there is no V1:
+
+- `DFlashSpeculatorConfig.num_lookahead_tokens`: K instead of K + 1 (its `max_num_draft_seqs`
+  divides by it; DFlash2's config inherits both).
+- `DFlashSpeculatorConfig.hash_factors` (inherited from `SpeculatorConfig`, empty): the layout
+  and K for an anchor-first draft, so the compile-cache key differs; bonus drafts keep [].
 
 Every wrapper acts only for a `method="dflash"` draft whose `dflash_config.sample_from_anchor` is
 true and that is neither XPress nor LiLiCorr (both trained bonus-anchor, both refuse anchor mode
@@ -33,7 +45,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from dflash_tools.vllm_plugin.fingerprints import SITES_BY_KEY, Classification, SiteCheck
+from dflash_tools.vllm_plugin.fingerprints import Classification, SiteCheck
 from dflash_tools.vllm_plugin.markers import write_marker
 
 # A child of vLLM's logger, so its lines land wherever vLLM's logging configuration sends them.
@@ -109,20 +121,46 @@ def wrap_compute_hash(original: Callable[[Any], str]) -> Callable[[Any], str]:
         if not anchor_first_dflash(self):
             # Bonus-anchor drafts keep stock hashes, so existing compile caches stay valid.
             return digest
-        factor = f"dflash-tools:anchor-first:queries={num_query_tokens(self)}:k={self.num_speculative_tokens}"
-        return hashlib.sha256(f"{digest}|{factor}".encode()).hexdigest()
+        return hashlib.sha256(f"{digest}|{anchor_first_hash_factor(self)}".encode()).hexdigest()
 
     return _mark(compute_hash, original)
 
 
-def wrap_num_lookahead_tokens(original_fget: Callable[[Any], int]) -> Callable[[Any], int]:
+def wrap_num_lookahead_tokens(
+    original_fget: Callable[[Any], int], speculative_config_attr: str = "speculative_config"
+) -> Callable[[Any], int]:
+    """K lookahead slots for an anchor-first draft. The owner holds the speculative config under
+    `speculative_config_attr`: `VllmConfig.speculative_config` on 0.33.0,
+    `DFlashSpeculatorConfig.spec_config` on 0.34.0."""
+
     def num_lookahead_tokens(self: Any) -> int:
-        speculative_config = getattr(self, "speculative_config", None)
+        speculative_config = getattr(self, speculative_config_attr, None)
         if speculative_config is not None and anchor_first_dflash(speculative_config):
             return int(speculative_config.num_speculative_tokens)
         return original_fget(self)
 
     return _mark(num_lookahead_tokens, original_fget)
+
+
+def wrap_hash_factors(original: Callable[[Any], list[Any]]) -> Callable[[Any], list[Any]]:
+    """0.34.0: the speculator config's compile-hash factors gain the layout and K for an
+    anchor-first draft; a bonus draft gets exactly what the original returns."""
+
+    def hash_factors(self: Any) -> list[Any]:
+        factors = original(self)
+        speculative_config = getattr(self, "spec_config", None)
+        if not anchor_first_dflash(speculative_config):
+            return factors
+        return [*factors, anchor_first_hash_factor(speculative_config)]
+
+    return _mark(hash_factors, original)
+
+
+def anchor_first_hash_factor(speculative_config: Any) -> str:
+    return (
+        f"dflash-tools:anchor-first:queries={num_query_tokens(speculative_config)}"
+        f":k={speculative_config.num_speculative_tokens}"
+    )
 
 
 def wrap_v1_unsupported_features(
@@ -314,37 +352,58 @@ def _when_imported(module_name: str, callback: Callable[[ModuleType], None]) -> 
     _finder.callbacks[module_name] = callback
 
 
-def _guarded(key: str, apply: Callable[[ModuleType], None]) -> Callable[[ModuleType], None]:
+def _install_refusal(module: ModuleType, check: SiteCheck, reason: str) -> None:
+    class_name, method = check.site.qualname.split(".", 1)
+    owner = getattr(module, class_name)
+    original = owner.__dict__[method]
+
+    def __init__(self: Any, vllm_config: Any, *args: Any, **kwargs: Any) -> None:
+        if anchor_first_dflash(getattr(vllm_config, "speculative_config", None)):
+            raise PluginRefused(f"dflash-tools plugin could not patch {check.site.qualname}: {reason}")
+        original(self, vllm_config, *args, **kwargs)
+
+    setattr(owner, method, _mark(__init__, original))
+
+
+def _guarded(check: SiteCheck, apply: Callable[[ModuleType], None]) -> Callable[[ModuleType], None]:
     """A failure to patch a lazily imported module becomes a refusal only for anchor-first drafts."""
 
     def callback(module: ModuleType) -> None:
         try:
             apply(module)
         except Exception as exc:  # an import inside vLLM must not fail because of us
-            logger.error("dflash-tools plugin: not patching %s: %s", key, exc)
-            write_marker("plugin", {"status": "refused", "reason": str(exc), "site": key})
-            _install_refusal(module, key, str(exc))
+            logger.error("dflash-tools plugin: not patching %s: %s", check.site.key, exc)
+            write_marker("plugin", {"status": "refused", "reason": str(exc), "site": check.site.key})
+            _install_refusal(module, check, str(exc))
 
     return callback
 
 
-def _install_refusal(module: ModuleType, key: str, reason: str) -> None:
-    site = SITES_BY_KEY[key]
-    class_name, method = site.qualname.split(".", 1)
-    owner = getattr(module, class_name)
-    original = owner.__dict__[method]
+def _defer_constructors(checks: dict[str, SiteCheck], v1_proposer: bool) -> None:
+    """The speculator and model constructors, patched when vLLM imports their modules."""
 
-    def __init__(self: Any, vllm_config: Any, *args: Any, **kwargs: Any) -> None:
-        if anchor_first_dflash(getattr(vllm_config, "speculative_config", None)):
-            raise PluginRefused(f"dflash-tools plugin could not patch {site.qualname}: {reason}")
-        original(self, vllm_config, *args, **kwargs)
+    def speculator(module: ModuleType) -> None:
+        _replace_method(module.DFlashSpeculator, "__init__", checks["dflash_speculator_init"], wrap_speculator_init)
 
-    setattr(owner, method, _mark(__init__, original))
+    def dflash2_model(module: ModuleType) -> None:
+        _replace_method(
+            module.DFlash2Qwen3DecoderLayer, "__init__", checks["dflash2_decoder_layer_init"], wrap_dflash2_layer_init
+        )
+
+    def proposer(module: ModuleType) -> None:
+        _replace_method(module.DFlashProposer, "__init__", checks["v1_dflash_proposer_init"], wrap_v1_proposer_init)
+
+    deferred: dict[str, Callable[[ModuleType], None]] = {
+        "dflash_speculator_init": speculator,
+        "dflash2_decoder_layer_init": dflash2_model,
+    }
+    if v1_proposer:
+        deferred["v1_dflash_proposer_init"] = proposer
+    for key, apply in deferred.items():
+        _when_imported(checks[key].site.module, _guarded(checks[key], apply))
 
 
-def apply_patches(classification: Classification) -> list[str]:
-    """Install every wrapper (config sites now, model and runner sites when vLLM imports them)."""
-    checks = {check.site.key: check for check in classification.checks}
+def apply_v0_33(checks: dict[str, SiteCheck]) -> None:
     from vllm.config.speculative import SpeculativeConfig
     from vllm.config.vllm import VllmConfig
 
@@ -356,25 +415,40 @@ def apply_patches(classification: Classification) -> list[str]:
         checks["v1_unsupported_features"],
         wrap_v1_unsupported_features,
     )
+    _defer_constructors(checks, v1_proposer=True)
 
-    def speculator(module: ModuleType) -> None:
-        _replace_method(module.DFlashSpeculator, "__init__", checks["dflash_speculator_init"], wrap_speculator_init)
 
-    def dflash2_model(module: ModuleType) -> None:
-        _replace_method(
-            module.DFlash2Qwen3DecoderLayer, "__init__", checks["dflash2_decoder_layer_init"], wrap_dflash2_layer_init
-        )
+def apply_v0_34(checks: dict[str, SiteCheck]) -> None:
+    # A config module: vLLM imports it in every process anyway, and it imports no speculator
+    # (vllm/v1/worker/gpu/spec_decode/speculator_config.py says so), so importing it here is cheap.
+    from vllm.v1.worker.gpu.spec_decode.dflash.config import DFlashSpeculatorConfig
 
-    def v1_proposer(module: ModuleType) -> None:
-        _replace_method(module.DFlashProposer, "__init__", checks["v1_dflash_proposer_init"], wrap_v1_proposer_init)
+    def lookahead(fget: Callable[[Any], int]) -> Callable[[Any], int]:
+        return wrap_num_lookahead_tokens(fget, "spec_config")
 
-    deferred = {
-        "dflash_speculator_init": speculator,
-        "dflash2_decoder_layer_init": dflash2_model,
-        "v1_dflash_proposer_init": v1_proposer,
-    }
-    for key, apply in deferred.items():
-        _when_imported(SITES_BY_KEY[key].module, _guarded(key, apply))
+    _replace_property(
+        DFlashSpeculatorConfig, "num_lookahead_tokens", checks["dflash_config_num_lookahead_tokens"], lookahead
+    )
+    # DFlashSpeculatorConfig inherits hash_factors (its fingerprinted class body defines none):
+    # the wrapper of the inherited function goes on the DFlash class, so only DFlash and DFlash2
+    # configs see it.
+    inherited = DFlashSpeculatorConfig.hash_factors
+    _check_live(inherited, checks["speculator_config_hash_factors"])
+    DFlashSpeculatorConfig.hash_factors = wrap_hash_factors(inherited)
+    _defer_constructors(checks, v1_proposer=False)
+
+
+APPLY: dict[str, Callable[[dict[str, SiteCheck]], None]] = {"0.33.0": apply_v0_33, "0.34.0": apply_v0_34}
+
+
+def apply_patches(classification: Classification) -> list[str]:
+    """Install every wrapper of the classified release (config sites now, model and runner sites
+    when vLLM imports them); returns the keys of the patched sites."""
+    apply = APPLY.get(classification.release or "")
+    if apply is None:
+        raise PluginRefused(f"no patch route for vLLM {classification.version}")
+    checks = {check.site.key: check for check in classification.checks}
+    apply(checks)
     return [check.site.key for check in classification.checks if check.site.patched]
 
 

@@ -19,10 +19,21 @@ def _error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
+def has_v1_runner() -> bool:
+    """0.33.0 still ships the V1 model runner; 0.34.0 removed it."""
+    import importlib.util
+
+    return importlib.util.find_spec("vllm.v1.spec_decode.dflash") is not None
+
+
 def build_config(target: str, draft: str, k: int, v2: bool) -> Any:
     from vllm.engine.arg_utils import EngineArgs
 
-    os.environ["VLLM_USE_V2_MODEL_RUNNER"] = "1" if v2 else "0"
+    if v2 and not has_v1_runner():
+        # 0.34.0: V2 is the only runner, and setting the variable at all only draws a warning.
+        os.environ.pop("VLLM_USE_V2_MODEL_RUNNER", None)
+    else:
+        os.environ["VLLM_USE_V2_MODEL_RUNNER"] = "1" if v2 else "0"
     return EngineArgs(
         model=target,
         skip_tokenizer_init=True,
@@ -47,7 +58,15 @@ def probe_case(target: str, draft: str, k: int) -> dict[str, Any]:
     out["architectures"] = list(speculative.draft_model_config.architectures)
     out["num_lookahead_tokens"] = config.num_lookahead_tokens
     out["max_num_active_seqs"] = config.scheduler_config.max_num_active_seqs
-    out["compute_hash"] = speculative.compute_hash()
+    out["compute_hash"] = compile_hash(speculative)
+    speculator_config = getattr(speculative, "speculator_config", None)  # 0.34.0: per-method config class
+    if speculator_config is not None:
+        out["speculator_config"] = {
+            "class": type(speculator_config).__name__,
+            "num_lookahead_tokens": speculator_config.num_lookahead_tokens,
+            "max_num_draft_seqs_64": speculator_config.max_num_draft_seqs(64),
+            "hash_factors": [str(f) for f in speculator_config.hash_factors()],
+        }
 
     from vllm.config import set_current_vllm_config
     from vllm.v1.worker.gpu.spec_decode import init_speculator
@@ -73,7 +92,7 @@ def probe_case(target: str, draft: str, k: int) -> dict[str, Any]:
             except Exception as exc:
                 out["conv_error"] = _error(exc)
 
-        if "DFlashDraftModel" in out["architectures"]:
+        if "DFlashDraftModel" in out["architectures"] and has_v1_runner():
             # The V1 proposer given a config V1 validation never saw: the plugin's second line.
             from vllm.v1.spec_decode.dflash import DFlashProposer
 
@@ -89,7 +108,9 @@ def probe_case(target: str, draft: str, k: int) -> dict[str, Any]:
     except Exception as exc:
         out["v1_config"] = _error(exc)
         v1 = None
-    if v1 is not None:
+    finally:
+        os.environ.pop("VLLM_USE_V2_MODEL_RUNNER", None)
+    if v1 is not None and has_v1_runner():
         from vllm.v1.spec_decode.dflash import DFlashProposer
 
         with set_current_vllm_config(v1):
@@ -99,6 +120,16 @@ def probe_case(target: str, draft: str, k: int) -> dict[str, Any]:
             except Exception as exc:
                 out["v1_proposer"] = _error(exc)
     return out
+
+
+def compile_hash(speculative: Any) -> str:
+    """The speculative config's share of the compile-cache key: `compute_hash()` on 0.33.0; on
+    0.34.0 that method is gone and vLLM hashes `compile_factors()` (vllm/config/utils.py)."""
+    if hasattr(speculative, "compute_hash"):
+        return str(speculative.compute_hash())
+    from vllm.config.utils import hash_factors
+
+    return str(hash_factors(speculative.compile_factors()))
 
 
 _group: dict[str, Any] = {}
@@ -151,7 +182,14 @@ def main() -> None:
         results: dict[str, Any] = {}
     else:
         results = {name: probe_case(case["target"], case["draft"], case["k"]) for name, case in cases.items()}
-    document = {"plugin": state, "register_error": register_error, "vllm_file": vllm.__file__, "cases": results}
+    document = {
+        "plugin": state,
+        "register_error": register_error,
+        "vllm_file": vllm.__file__,
+        "vllm_version": vllm.__version__,
+        "has_v1_runner": has_v1_runner(),
+        "cases": results,
+    }
     print(json.dumps(document))
 
 

@@ -21,15 +21,17 @@ from dflash_tools.smoke.plan import DraftPlan, SmokeOptions, resolve_plan, vllm_
 from dflash_tools.smoke.presets import SANITY_FLOOR, DraftEntry, Floor
 
 
-def capability(support: str, *, registered: bool = True) -> VllmCapability:
+def capability(support: str, *, registered: bool = True, version: str | None = None) -> VllmCapability:
+    version = version or {"native": "0.36.0", "unsupported": "0.35.0"}.get(support, "0.33.0")
     return VllmCapability(
         installed=support != "absent",
-        version={"native": "0.35.0", "unsupported": "0.34.0"}.get(support, "0.33.0"),
+        version=version,
         location=None,
         support=support,
         reason=f"vLLM is {support}",
         plugin_registered=registered,
         plugin_allowed=True,
+        has_v1_runner=version == "0.33.0",  # 0.34.0 removed the V1 runner
     )
 
 
@@ -117,7 +119,8 @@ def test_anchor_first_on_other_vllms(tmp_path: Path, cap: VllmCapability | None,
     (run,) = draft.runs
     assert run.serving == serving
     assert "DFLASH_TOOLS_REQUIRE_PLUGIN" not in run.env
-    assert run.env["VLLM_USE_V2_MODEL_RUNNER"] == "1"
+    # Pinned to V2 unless the installed vLLM is known to have no V1 runner (the native one here).
+    assert run.env.get("VLLM_USE_V2_MODEL_RUNNER") == (None if cap is NATIVE else "1")
 
 
 def test_anchor_first_on_a_vllm_that_cannot_serve_it_is_refused(tmp_path: Path) -> None:
@@ -126,9 +129,22 @@ def test_anchor_first_on_a_vllm_that_cannot_serve_it_is_refused(tmp_path: Path) 
     (finding,) = [f for f in draft.findings if f.code == "DFT041"]
     assert finding.severity.value == "error"
     assert "anchor-first (sample_from_anchor=true: 7 query positions for K = 7)" in finding.message
-    assert "vllm-project/vllm#54154" in finding.hint
+    assert "use vLLM 0.33.0 or 0.34.0 with dflash-tools installed" in finding.hint
     bonus = plan_for(tmp_path / "b", "zlab-dflash2", testing.TINY_DFLASH2, UNSUPPORTED)
     assert bonus.runnable and bonus.runs[0].serving == "stock"  # bonus-anchor drafts still run
+
+
+def test_on_a_vllm_without_v1_the_plan_does_not_pin_the_runner(tmp_path: Path) -> None:
+    """0.34.0: V2 is the only runner; VLLM_USE_V2_MODEL_RUNNER=1 is redundant and =0 refuses to start."""
+    v034 = capability("patchable", version="0.34.0")
+    draft = plan_for(tmp_path, "zlab-dflash2", ANCHOR_DFLASH2, v034)
+    (run,) = draft.runs
+    assert draft.runnable and run.serving == "plugin"
+    assert "VLLM_USE_V2_MODEL_RUNNER" not in run.env and run.env["DFLASH_TOOLS_REQUIRE_PLUGIN"] == "1"
+    v1 = plan_for(tmp_path / "v1", "zlab-dflash2", ANCHOR_DFLASH2, v034, env={"VLLM_USE_V2_MODEL_RUNNER": "0"})
+    (finding,) = [f for f in v1.findings if f.code == "DFT041"]
+    assert finding.severity.value == "error" and not v1.runnable
+    assert "which vLLM 0.34.0 no longer has" in finding.message
 
 
 def test_unregistered_plugin_is_a_setup_refusal(tmp_path: Path) -> None:
