@@ -1,13 +1,23 @@
 #!/usr/bin/env bash
-# The real-vLLM tier (docs/tier-vllm.md): vLLM 0.33.0 for CPU in its own environment, then the
-# tests marked real_vllm. Idempotent: the environment is rebuilt only when it is missing or when
-# .ci/requirements-vllm.txt changed since it was built.
-#   VENV=/path/to/env  use (or build) the environment there instead of .venv-vllm
+# The real-vLLM tiers (docs/tier-vllm.md): one vLLM release for CPU in its own environment, then the
+# tests marked real_vllm, which read the release under test from DFLASH_TOOLS_TIER_VLLM.
+#   bash .ci/tier-vllm.sh            vLLM 0.33.0 (the default)
+#   bash .ci/tier-vllm.sh 0.34.0     vLLM 0.34.0
+# Idempotent: each environment (.venv-vllm-VERSION) is rebuilt only when it is missing or when its
+# pinned list (.ci/requirements-vllm-VERSION.txt) changed since it was built. Extra arguments go to
+# pytest.
+#   VENV=/path/to/env  use (or build) the environment there instead
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-venv="${VENV:-$PWD/.venv-vllm}"
-requirements=.ci/requirements-vllm.txt
+release="${1:-0.33.0}"
+shift $(( $# > 0 ? 1 : 0 ))
+requirements=".ci/requirements-vllm-${release}.txt"
+if [[ ! -f "$requirements" ]]; then
+    echo "tier-vllm: no pinned list for vLLM ${release} ($requirements)" >&2
+    exit 2
+fi
+venv="${VENV:-$PWD/.venv-vllm-${release}}"
 stamp="$venv/.requirements.sha256"
 wanted="$(sha256sum "$requirements" | cut -d' ' -f1)"
 
@@ -24,4 +34,11 @@ fi
 "$venv/bin/python" -m pip install --quiet --no-deps -e .
 
 export VLLM_TARGET_DEVICE=cpu
-"$venv/bin/python" -m pytest -p no:cacheprovider -m real_vllm tests/real_vllm
+export DFLASH_TOOLS_TIER_VLLM="$release"
+# vLLM 0.34.0 needs Triton on x86 CPUs and drops PyPI's triton when it sees no GPU driver, unless
+# CUDA_VISIBLE_DEVICES is set and empty (vllm/triton_utils/importing.py). Harmless on 0.33.0.
+export CUDA_VISIBLE_DEVICES=
+# No cache provider and a removed temporary folder: the tier leaves no files behind.
+scratch="$(mktemp -d -t dflash-tools-tier-vllm.XXXXXX)"
+trap 'rm -rf "$scratch"' EXIT
+"$venv/bin/python" -m pytest -p no:cacheprovider --basetemp "$scratch/pytest" -m real_vllm tests/real_vllm "$@"

@@ -52,7 +52,7 @@ RULES = EngineRules(
         ),
         QueryCountSite(
             "draft-pass request budget (scheduler_config.max_num_active_seqs)",
-            "vllm/config/vllm.py: VllmConfig.__post_init__, max_num_batched_tokens // num_lookahead_tokens",
+            "vllm/config/vllm.py: VllmConfig._set_max_num_scheduled_tokens, max_num_batched_tokens // num_lookahead_tokens",
             "max_num_batched_tokens // (K + 1)",
             "max_num_batched_tokens // K (follows the wrapped lookahead)",
         ),

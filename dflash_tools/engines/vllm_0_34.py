@@ -54,9 +54,9 @@ RULES = EngineRules(
         ),
         QueryCountSite(
             "draft-pass request budget (scheduler_config.max_num_active_seqs)",
-            f"{_CONFIG}: DFlashSpeculatorConfig.max_num_draft_seqs (called from VllmConfig.__post_init__)",
+            f"{_CONFIG}: DFlashSpeculatorConfig.max_num_draft_seqs (called from VllmConfig._set_max_num_scheduled_tokens)",
             "max_num_batched_tokens // (K + 1)",
-            "max_num_batched_tokens // K (wrapped method)",
+            "max_num_batched_tokens // K (it divides by the wrapped lookahead)",
         ),
         QueryCountSite(
             "query positions per request in the draft step",

@@ -1,9 +1,11 @@
-"""The real-vLLM tier: vLLM 0.33.0 for CPU installed in its own environment (docs/tier-vllm.md).
+"""The real-vLLM tiers: vLLM 0.33.0 or 0.34.0 for CPU, each in its own environment (docs/tier-vllm.md).
 
-Every test here carries the `real_vllm` marker, which the default run deselects; the tier runs
-them with that environment's Python: `.venv-vllm/bin/python -m pytest -m real_vllm tests/real_vllm`.
-vLLM's objects are built in child processes (`probe.py`), one per plugin state, because the
-plugin's patches are process-global.
+Every test here carries the `real_vllm` marker, which the default run deselects; each tier runs
+them with its environment's Python: `bash .ci/tier-vllm.sh 0.33.0` and `bash .ci/tier-vllm.sh
+0.34.0`. The release under test is `DFLASH_TOOLS_TIER_VLLM` (set by the script, 0.33.0 when
+unset); what the tests expect of it (a V1 runner or not) comes from the project's engine table
+for that release (`dflash_tools/engines/`). vLLM's objects are built in child processes
+(`probe.py`), one per plugin state, because the plugin's patches are process-global.
 """
 
 from __future__ import annotations
@@ -21,12 +23,17 @@ from typing import Any
 import pytest
 
 from dflash_tools.convert import convert_checkpoint
+from dflash_tools.engines import EngineRules, get_rules
 from dflash_tools.inspect import inspect_checkpoint
 from dflash_tools.reading.local import examples_dir
 from dflash_tools.vllm_plugin.sources import installed_package_root
 
 PROBE = Path(__file__).parent / "probe.py"
-VLLM_VERSION = "0.33.0"
+VLLM_VERSION = os.environ.get("DFLASH_TOOLS_TIER_VLLM", "0.33.0")
+_rules = get_rules(f"vllm=={VLLM_VERSION}")
+assert _rules is not None, f"no engine table for vLLM {VLLM_VERSION}"
+RULES: EngineRules = _rules
+HAS_V1 = RULES.has_v1_runner  # 0.33.0: yes; 0.34.0: removed
 # Every bundled DFlash / DFlash2 draft vLLM has a loader for: both dialects, both algorithms.
 EXAMPLES = (
     "zlab-dflash",
@@ -62,7 +69,10 @@ def vllm_root() -> Path:
     except PackageNotFoundError:
         installed = None
     if root is None or installed != VLLM_VERSION:
-        pytest.fail(f"the real-vLLM tier needs vLLM {VLLM_VERSION} installed (found {installed}); see .ci/tier-vllm.sh")
+        pytest.fail(
+            f"the real-vLLM tier needs vLLM {VLLM_VERSION} installed (found {installed}); "
+            f"see .ci/tier-vllm.sh {VLLM_VERSION}"
+        )
     return root
 
 

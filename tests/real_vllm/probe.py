@@ -156,15 +156,26 @@ def main() -> None:
     cases = json.loads(Path(cases_file).read_text(encoding="utf-8"))
     state: Any = None
     if "--foreign-plugin" in sys.argv:
-        # Another plugin got there first and replaced a function the dflash-tools plugin wraps.
+        # Another plugin got there first and replaced a function the dflash-tools plugin wraps:
+        # the compile hash on 0.33.0, the DFlash config's lookahead on 0.34.0.
         from vllm.config.speculative import SpeculativeConfig
 
-        stock_hash = SpeculativeConfig.compute_hash
+        if "compute_hash" in SpeculativeConfig.__dict__:
+            stock_hash = SpeculativeConfig.compute_hash
 
-        def compute_hash(self: Any) -> str:
-            return stock_hash(self)
+            def compute_hash(self: Any) -> str:
+                return stock_hash(self)
 
-        SpeculativeConfig.compute_hash = compute_hash
+            SpeculativeConfig.compute_hash = compute_hash
+        else:
+            from vllm.v1.worker.gpu.spec_decode.dflash.config import DFlashSpeculatorConfig
+
+            stock_lookahead = DFlashSpeculatorConfig.__dict__["num_lookahead_tokens"].fget
+
+            def num_lookahead_tokens(self: Any) -> int:
+                return stock_lookahead(self)
+
+            DFlashSpeculatorConfig.num_lookahead_tokens = property(num_lookahead_tokens)
     register_error = None
     if "--register" in sys.argv:
         from dflash_tools import vllm_plugin

@@ -1,12 +1,12 @@
-"""The plugin against the real vLLM 0.33.0 objects, for every bundled draft in both layouts.
+"""The plugin against the real vLLM objects (0.33.0 or 0.34.0), for every bundled draft in both layouts.
 
 Each row builds a real `VllmConfig` with `EngineArgs(...).create_engine_config()` from the tiny
 bundled target and a bundled draft (or our `convert` of it to the other layout), then asks the
-real objects: lookahead and draft-pass budget, `init_speculator(...)` on CPU, a real
-`DFlash2Qwen3DecoderLayer`, the V1 runner's config validation and `DFlashProposer`, and
-`SpeculativeConfig.compute_hash`. Stock vLLM (no plugin) is probed the same way, in its own
-process. Limit: the V2 runner's forward pass needs Triton and a GPU, so drafting itself is not
-run here; the objects that decide the layout are.
+real objects: lookahead and draft-pass budget (on 0.34.0 also the `speculator_config` object that
+owns them), `init_speculator(...)` on CPU, a real `DFlash2Qwen3DecoderLayer`, the V1 runner's
+config validation and `DFlashProposer` (0.33.0; on 0.34.0 asking for V1 must fail), and the
+speculative config's compile-cache hash. Stock vLLM (no plugin) is probed the same way, in its
+own process. Limit: drafting itself runs in the V2-on-CPU tier (docs/tier-vllm-v2.md), not here.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.real_vllm.conftest import EXAMPLES, Draft, layout
+from tests.real_vllm.conftest import EXAMPLES, HAS_V1, VLLM_VERSION, Draft, layout
 
 pytestmark = pytest.mark.real_vllm
 
@@ -31,6 +31,8 @@ def row(result: dict[str, Any], name: str) -> dict[str, Any]:
 
 def test_the_plugin_patched_this_vllm(patched: dict[str, Any], stock: dict[str, Any]) -> None:
     assert patched["plugin"]["status"] == "patched", patched["plugin"]
+    assert patched["plugin"]["vllm_version"] == patched["vllm_version"] == VLLM_VERSION
+    assert patched["has_v1_runner"] is HAS_V1 is patched["plugin"]["v1_runner"]
     assert stock["plugin"] is None  # VLLM_PLUGINS= kept vLLM's loader from registering it
 
 
@@ -59,8 +61,36 @@ def test_dflash2_conv_block(name: str, drafts: dict[str, Draft], patched: dict[s
 
 
 @pytest.mark.parametrize("name", ROWS)
+def test_speculator_config_owns_the_sizing(
+    name: str, drafts: dict[str, Draft], patched: dict[str, Any], stock: dict[str, Any]
+) -> None:
+    """0.34.0: the per-method config object vLLM asks for lookahead, budget and hash factors."""
+    if HAS_V1:
+        assert "speculator_config" not in row(patched, name)  # 0.33.0 has no such layer
+        return
+    draft, mine, theirs = drafts[name], row(patched, name)["speculator_config"], row(stock, name)["speculator_config"]
+    queries = draft.num_query_tokens
+    assert (
+        mine["class"] == theirs["class"] == ("DFlash2SpeculatorConfig" if draft.dflash2 else "DFlashSpeculatorConfig")
+    )
+    assert (mine["num_lookahead_tokens"], mine["max_num_draft_seqs_64"]) == (queries, BATCHED_TOKENS // queries)
+    assert (theirs["num_lookahead_tokens"], theirs["max_num_draft_seqs_64"]) == (
+        draft.k + 1,
+        BATCHED_TOKENS // (draft.k + 1),
+    )
+    expected = [f"dflash-tools:anchor-first:queries={queries}:k={draft.k}"] if draft.sample_from_anchor else []
+    assert mine["hash_factors"] == expected
+    assert theirs["hash_factors"] == []
+
+
+@pytest.mark.parametrize("name", ROWS)
 def test_v1_runner(name: str, drafts: dict[str, Draft], patched: dict[str, Any]) -> None:
     draft, case = drafts[name], row(patched, name)
+    if not HAS_V1:
+        # 0.34.0 removed V1: asking for it fails at start-up, whatever the draft; nothing to guard.
+        assert "VLLM_USE_V2_MODEL_RUNNER=0 is no longer supported" in case["v1_config"]
+        assert "v1_proposer" not in case and "v1_proposer_direct" not in case
+        return
     if draft.dflash2:
         assert "Model Runner V1 does not support: DFlash candidate-head drafts" in case["v1_config"]
     elif draft.sample_from_anchor:
@@ -87,7 +117,7 @@ def test_anchor_first_hashes_differ_by_k(drafts: dict[str, Draft], patched: dict
     assert len(hashes) == len(anchor)
 
 
-# --- what stock vLLM 0.33.0 does with the same drafts: why the plugin exists ------------------
+# --- what stock vLLM does with the same drafts: why the plugin exists -------------------------
 
 
 @pytest.mark.parametrize("name", ROWS)
@@ -100,6 +130,10 @@ def test_stock_vllm(name: str, drafts: dict[str, Draft], stock: dict[str, Any]) 
         assert case["speculator"]["num_query_per_req"] == draft.k + 1
     if draft.dflash2:
         assert case["conv_block_sizes"] == [draft.k + 1] * 2
+    if not HAS_V1:
+        # 0.34.0: no V1 to fall back to, so an anchor-first draft is refused loudly (above), never mis-drafted.
+        assert "VLLM_USE_V2_MODEL_RUNNER=0 is no longer supported" in case["v1_config"]
+    elif draft.dflash2:
         assert "DFlash candidate-head drafts" in case["v1_config"]
     else:
         # Stock V1 takes an anchor-first DFlash draft without a word and drafts it bonus-anchor.
