@@ -13,6 +13,7 @@ released wheel, so that a test can find it there.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -33,6 +34,7 @@ class Outcome(StrEnum):
     REFUSED = "refused"  # the engine fails loudly (at start-up or when it builds the drafter)
     MISALIGNED = "misaligned"  # served without an error in the wrong layout: acceptance collapses
     UNSUPPORTED = "unsupported"  # the engine has no loader for it at all
+    SERVED_WRONG = "served-wrong"  # served without an error, but not as trained (keys ignored, weights dropped)
 
 
 @dataclass(frozen=True)
@@ -87,6 +89,9 @@ class KeyRead:
     when_missing: WhenMissing = WhenMissing.DEFAULT
     note: str = ""
     shift: tuple[tuple[str, int], ...] = ()
+    # A rule for configs of one dialect family only (the engine translates that format first);
+    # it takes precedence over the rule for every family (None).
+    family: str | None = None
 
     def shift_for(self, location: str) -> int:
         return dict(self.shift).get(location, 0)
@@ -169,6 +174,11 @@ class EngineRules:
     keys: tuple[KeyRead, ...] = ()
     checks: tuple[Check, ...] = ()
     launch: tuple[LaunchFlag, ...] = ()
+    # The target layers the release captures for a draft whose config names none, as z-lab ids,
+    # from (target layers, draft layers); None where it has no rule for that.
+    derive_target_layer_ids: Callable[[int, int], list[int]] | None = None
+    # The release captures the ids sorted and without duplicates, whatever order the config uses.
+    captures_sorted: bool = False
 
     @property
     def spec(self) -> str:
@@ -187,8 +197,13 @@ class EngineRules:
     def route(self, algorithm: str) -> Route | None:
         return next((route for route in self.routes if route.algorithm == algorithm), None)
 
-    def key(self, key: str, path: str) -> KeyRead | None:
-        return next((rule for rule in self.keys if rule.key == key and rule.path == path), None)
+    def key(self, key: str, path: str, family: str | None = None) -> KeyRead | None:
+        """How `path` reads `key`; a rule for the config's dialect family wins over the general one."""
+        candidates = [rule for rule in self.keys if rule.key == key and rule.path == path]
+        specific = [rule for rule in candidates if family is not None and rule.family == family]
+        general = [rule for rule in candidates if rule.family is None]
+        found = specific or general
+        return found[0] if found else None
 
     def checks_on(self, path: str) -> tuple[Check, ...]:
         return tuple(check for check in self.checks if check.path == path)

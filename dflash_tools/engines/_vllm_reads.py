@@ -26,6 +26,16 @@ _MASK = "vllm/v1/worker/gpu/spec_decode/utils.py: get_parallel_drafting_token_id
 _DFLASH_MODEL = "vllm/model_executor/models/qwen3_dflash.py"
 _DFLASH2_MODEL = "vllm/model_executor/models/qwen3_dflash2.py"
 _REGISTRY = "vllm/model_executor/models/registry.py"
+_INTERFACES = "vllm/model_executor/models/interfaces.py"
+
+
+def default_capture_layer_ids(num_target_layers: int, num_draft_layers: int) -> list[int]:
+    """The layers vLLM captures when the config names none, as z-lab ids: one less than the
+    hidden-state indices 2, L // 2 and L - 3 the target model defaults to, sorted without
+    duplicates as vLLM captures them. The draft's own layer count plays no part."""
+    del num_draft_layers
+    return sorted({2 - 1, num_target_layers // 2 - 1, num_target_layers - 3 - 1})
+
 
 FORMATS = (
     FormatRule("zlab", True, "vllm/config/speculative.py: SpeculativeConfig.__post_init__"),
@@ -58,8 +68,28 @@ ROUTES = (
 )
 
 
+def _dflash2_key(key: str, cite: str) -> tuple[KeyRead, KeyRead]:
+    return (
+        KeyRead(key, "dflash", (f"dflash_config.{key}",), cite, when_missing=WhenMissing.REFUSED, note="DFlash2 only"),
+        KeyRead(
+            key,
+            "dflash",
+            (key,),
+            f"{_ALGOS}: update_dflash2",
+            when_missing=WhenMissing.REFUSED,
+            note="DFlash2 only; copied into dflash_config when present",
+            family="speculators",
+        ),
+    )
+
+
 def keys(*, dspark_layout_cite: str, dspark_k_cite: str) -> tuple[KeyRead, ...]:
-    """The keys both releases read; the DSpark layout and K defaults moved between files."""
+    """The keys both releases read; the DSpark layout and K defaults moved between files.
+
+    speculators configs are translated when loaded (`update_dflash`, `update_dspark`): their
+    rules are the ones marked `family="speculators"`.
+    """
+    id_locations = ("eagle_aux_hidden_state_layer_ids", "dflash_config.target_layer_ids", "dspark_target_layer_ids")
     return (
         KeyRead(
             "block_size",
@@ -79,20 +109,34 @@ def keys(*, dspark_layout_cite: str, dspark_k_cite: str) -> tuple[KeyRead, ...]:
             note="true is refused unless the dflash-tools plugin is active; a top-level copy is not read",
         ),
         KeyRead(
+            "sample_from_anchor",
+            "dflash",
+            ("sample_from_anchor",),
+            f"{_ALGOS}: update_dflash",
+            default=False,
+            note="moved into dflash_config when the config is loaded",
+            family="speculators",
+        ),
+        KeyRead(
             "target_layer_ids",
             "dflash",
-            (
-                "eagle_aux_hidden_state_layer_ids",
-                "aux_hidden_state_layer_ids",
-                "dflash_config.target_layer_ids",
-                "dspark_target_layer_ids",
-                "target_layer_ids",
-            ),
-            f"{_AUX}; {_ALGOS}: update_dflash",
+            (*id_locations, "target_layer_ids"),
+            f"{_AUX}; {_INTERFACES}: _set_aux_hidden_state_layers",
             when_missing=WhenMissing.DERIVED,
-            note="hidden-state indices (z-lab id + 1) at the first two locations; without any, the target's "
-            "default capture layers (2, L // 2, L - 3 as hidden-state indices)",
-            shift=(("eagle_aux_hidden_state_layer_ids", -1), ("aux_hidden_state_layer_ids", -1)),
+            note="eagle_aux_hidden_state_layer_ids are hidden-state indices (z-lab id + 1); captured sorted and "
+            "without duplicates; without any, the target's default capture layers (hidden-state indices 2, "
+            "L // 2, L - 3)",
+            shift=(("eagle_aux_hidden_state_layer_ids", -1),),
+        ),
+        KeyRead(
+            "target_layer_ids",
+            "dflash",
+            ("aux_hidden_state_layer_ids",),
+            f"{_ALGOS}: update_dflash",
+            when_missing=WhenMissing.REFUSED,
+            note="hidden-state indices (z-lab id + 1), required",
+            shift=(("aux_hidden_state_layer_ids", -1),),
+            family="speculators",
         ),
         KeyRead(
             "num_target_layers",
@@ -106,41 +150,21 @@ def keys(*, dspark_layout_cite: str, dspark_k_cite: str) -> tuple[KeyRead, ...]:
             "mask_token_id",
             "dflash",
             ("dflash_config.mask_token_id", "mask_token_id", "dspark_noise_token_id", "pard_token", "ptd_token_id"),
-            f"{_MASK}; {_ALGOS}: update_dflash",
+            _MASK,
             when_missing=WhenMissing.REFUSED,
         ),
         KeyRead(
-            "conv_kernel_size",
+            "mask_token_id",
             "dflash",
-            ("dflash_config.conv_kernel_size",),
-            f"{_DFLASH2_MODEL}: DFlash2Qwen3DecoderLayer.__init__; {_ALGOS}: update_dflash2",
+            ("mask_token_id",),
+            f"{_ALGOS}: update_dflash",
             when_missing=WhenMissing.REFUSED,
-            note="DFlash2 only; a speculators config's top-level value is copied in",
+            family="speculators",
         ),
-        KeyRead(
-            "conv_group_size",
-            "dflash",
-            ("dflash_config.conv_group_size",),
-            f"{_DFLASH2_MODEL}: DFlash2Qwen3DecoderLayer.__init__",
-            when_missing=WhenMissing.REFUSED,
-            note="DFlash2 only",
-        ),
-        KeyRead(
-            "selector_rank",
-            "dflash",
-            ("dflash_config.selector_rank",),
-            f"{_DFLASH2_MODEL}: DFlash2Qwen3Model.__init__",
-            when_missing=WhenMissing.REFUSED,
-            note="DFlash2 only",
-        ),
-        KeyRead(
-            "selector_top_k",
-            "dflash",
-            ("dflash_config.selector_top_k",),
-            f"{_DFLASH2_MODEL}: DFlash2Qwen3Model.__init__",
-            when_missing=WhenMissing.REFUSED,
-            note="DFlash2 only",
-        ),
+        *_dflash2_key("conv_kernel_size", f"{_DFLASH2_MODEL}: DFlash2Qwen3DecoderLayer.__init__"),
+        *_dflash2_key("conv_group_size", f"{_DFLASH2_MODEL}: DFlash2Qwen3DecoderLayer.__init__"),
+        *_dflash2_key("selector_rank", f"{_DFLASH2_MODEL}: DFlash2Qwen3Model.__init__"),
+        *_dflash2_key("selector_top_k", f"{_DFLASH2_MODEL}: DFlash2Qwen3Model.__init__"),
         KeyRead(
             "sliding_window",
             "dflash",
@@ -158,27 +182,34 @@ def keys(*, dspark_layout_cite: str, dspark_k_cite: str) -> tuple[KeyRead, ...]:
             when_missing=WhenMissing.NOT_READ,
             note="the default K when num_speculative_tokens is not given",
         ),
+        KeyRead("sample_from_anchor", "dspark", ("sample_from_anchor",), dspark_layout_cite, default=True),
         KeyRead(
             "sample_from_anchor",
             "dspark",
             ("sample_from_anchor",),
-            dspark_layout_cite,
-            default=True,
-            note="a speculators config without the key is translated with false",
+            f"{_ALGOS}: update_dspark",
+            default=False,
+            note="absent: false, although speculators' own DSpark class defaults to true",
+            family="speculators",
         ),
         KeyRead(
             "target_layer_ids",
             "dspark",
-            (
-                "eagle_aux_hidden_state_layer_ids",
-                "aux_hidden_state_layer_ids",
-                "dspark_target_layer_ids",
-                "target_layer_ids",
-            ),
-            f"{_AUX}; {_ALGOS}: update_dspark",
+            (*id_locations, "target_layer_ids"),
+            _AUX,
             when_missing=WhenMissing.DERIVED,
             note="as dflash",
-            shift=(("eagle_aux_hidden_state_layer_ids", -1), ("aux_hidden_state_layer_ids", -1)),
+            shift=(("eagle_aux_hidden_state_layer_ids", -1),),
+        ),
+        KeyRead(
+            "target_layer_ids",
+            "dspark",
+            ("aux_hidden_state_layer_ids",),
+            f"{_ALGOS}: update_dspark",
+            when_missing=WhenMissing.REFUSED,
+            note="hidden-state indices (z-lab id + 1), required",
+            shift=(("aux_hidden_state_layer_ids", -1),),
+            family="speculators",
         ),
         KeyRead(
             "mask_token_id",

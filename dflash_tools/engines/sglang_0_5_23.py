@@ -393,6 +393,7 @@ RULES = EngineRules(
             f"{_DSPARK_CONFIG}: resolve_runtime_config",
         ),
     ),
+    derive_target_layer_ids=derived_target_layer_ids,
     launch=(
         LaunchFlag("program", "python -m sglang.launch_server", "the server", "sglang/launch_server.py"),
         LaunchFlag("target", "--model-path", "the target model", "sglang/srt/arg_groups/fields/model.py"),

@@ -27,6 +27,8 @@ RULES = EngineRules(
         dspark_k_cite="vllm/config/speculative.py: SpeculativeConfig.__post_init__",
     ),
     checks=_vllm_reads.checks(),
+    derive_target_layer_ids=_vllm_reads.default_capture_layer_ids,
+    captures_sorted=True,
     launch=_vllm_reads.launch(
         runner_env=(
             LaunchFlag(

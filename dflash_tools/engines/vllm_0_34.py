@@ -32,6 +32,8 @@ RULES = EngineRules(
         dspark_k_cite="vllm/v1/worker/gpu/spec_decode/dspark/config.py: DSparkSpeculatorConfig.resolve_num_speculative_tokens",
     ),
     checks=_vllm_reads.checks(),
+    derive_target_layer_ids=_vllm_reads.default_capture_layer_ids,
+    captures_sorted=True,
     launch=_vllm_reads.launch(),
     layouts=(
         LayoutRule("dflash", Layout.BONUS, Outcome.SERVED, f"{_SPECULATOR}: DFlashSpeculator.__init__"),
