@@ -213,3 +213,16 @@ class EngineRules:
 
     def flags(self, role: str) -> tuple[LaunchFlag, ...]:
         return tuple(flag for flag in self.launch if flag.role == role)
+
+    def cites(self) -> list[str]:
+        """Every citation in the table (the tiers check each against the released files)."""
+        items: list[Any] = [
+            *self.layouts,
+            *self.formats,
+            *self.routes,
+            *self.keys,
+            *self.checks,
+            *self.launch,
+            *self.query_count_sites,
+        ]
+        return [item.cite for item in items]

@@ -181,7 +181,7 @@ class EngineView:
     rules: EngineRules
     path: str | None = None
     reads_format: bool = False
-    outcome: Outcome = Outcome.UNSUPPORTED
+    outcome: Outcome = Outcome.SERVED  # until a rule says otherwise (`fail`)
     refusal: str | None = None
     layout: Layout | None = None
     block_size: int | None = None
@@ -366,7 +366,6 @@ def _format_and_route(view: EngineView, facts: DraftFacts) -> bool:
         view.fail(Outcome.UNSUPPORTED, reason)
         view.note("DFT070", reason, "check architectures in config.json", keys=("architectures",))
         return False
-    view.outcome = Outcome.SERVED  # until a rule below says otherwise
     return True
 
 
