@@ -246,7 +246,7 @@ RULES = EngineRules(
             "block_size",
             "DSPARK",
             ("dspark_block_size", "dflash_config.block_size", "block_size"),
-            f"{_DSPARK_CONFIG}: parse_dspark_draft_config; {_HOOK}: _handle_dspark",
+            f"{_DSPARK_CONFIG}: parse_dspark_draft_config; {_PARSE}; {_HOOK}: _handle_dspark",
             default=DEFAULT_DSPARK_DRAFTS,
             note="the number of drafts (gamma); the verify window is one more; --speculative-dspark-block-size "
             "overrides it",
@@ -270,7 +270,7 @@ RULES = EngineRules(
             "target_layer_ids",
             "DSPARK",
             ("dspark_target_layer_ids", "dflash_config.target_layer_ids", "target_layer_ids"),
-            f"{_DSPARK_CONFIG}: parse_dspark_draft_config; {_AUX}: _resolve_dflash_aux_hidden_state",
+            f"{_DSPARK_CONFIG}: parse_dspark_draft_config; {_PARSE}; {_AUX}: _resolve_dflash_aux_hidden_state",
             when_missing=WhenMissing.DERIVED,
             note="as DFLASH",
         ),

@@ -98,8 +98,9 @@ RULES = EngineRules(
         ),
         QueryCountSite(
             "compile-cache key",
-            f"vllm/config/speculative.py: SpeculativeConfig.compile_factors, factor 'speculator' from "
-            f"{_CONFIG}: DFlashSpeculatorConfig.hash_factors (inherited, empty)",
+            "vllm/config/speculative.py: SpeculativeConfig.compile_factors, factor 'speculator' from "
+            "vllm/v1/worker/gpu/spec_decode/speculator_config.py: SpeculatorConfig.hash_factors (empty; "
+            "DFlashSpeculatorConfig inherits it)",
             "does not include the layout",
             "hash factors gain the layout and K for an anchor-first draft; unchanged for bonus drafts",
         ),
