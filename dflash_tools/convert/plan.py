@@ -34,7 +34,8 @@ from dflash_tools.reading.checkpoint import (
 )
 from dflash_tools.reading.local import load_following_links
 from dflash_tools.reading.source import load_checkpoint
-from dflash_tools.serving.engine_view import DraftFacts, engine_view
+from dflash_tools.serving.engine_model import DraftFacts
+from dflash_tools.serving.engine_view import engine_view
 
 # Longest first: `model.draft_model.x` must lose both parts.
 _TENSOR_PREFIXES = ("model.draft_model.", "draft_model.", "model.")

@@ -18,319 +18,18 @@ vLLM installed in this environment is classified from its files (`vllm_capabilit
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
-
-from dflash_tools import dialects
-from dflash_tools.draft.description import Algorithm, Dialect, DraftDescription
-from dflash_tools.draft.findings import Finding, Severity, make_finding
-from dflash_tools.draft.geometry import Geometry, num_query_tokens, trained_layout
+from dflash_tools.draft.findings import Severity
+from dflash_tools.draft.geometry import num_query_tokens
 from dflash_tools.draft.target import TargetSpec
-from dflash_tools.engines import ENGINE_RULES, EngineRules, KeyRead, Layout, Outcome, WhenMissing, get_rules, latest
+from dflash_tools.engines import ENGINE_RULES, EngineRules, Layout, Outcome, WhenMissing, get_rules, latest
 from dflash_tools.inspect import InspectReport, finish_findings, inspect_loaded
 from dflash_tools.reading.checkpoint import LoadedCheckpoint
-from dflash_tools.serving.launch import Launch, sglang_launch, vllm_launch
+from dflash_tools.serving.config_reads import as_int, int_list, lookup, num_hidden_layers, source_name
+from dflash_tools.serving.engine_checks import CHECKERS
+from dflash_tools.serving.engine_model import RANK, DraftFacts, EngineView, layout_for
+from dflash_tools.serving.launch import sglang_launch, vllm_launch
 from dflash_tools.serving.vllm_capability import VllmCapability
 from dflash_tools.serving.vllm_view import inspect_for_vllm
-
-_MISSING = object()
-
-# What a dialect's drafts are, when the config is too broken for a description.
-_ALGORITHM_OF: dict[Dialect, Algorithm] = {
-    Dialect.ZLAB_DFLASH: Algorithm.DFLASH,
-    Dialect.ZLAB_DFLASH2: Algorithm.DFLASH2,
-    Dialect.SPECULATORS_DFLASH: Algorithm.DFLASH,
-    Dialect.SPECULATORS_DFLASH2: Algorithm.DFLASH2,
-    Dialect.SPECULATORS_DSPARK: Algorithm.DSPARK,
-    Dialect.DSPARK_NATIVE: Algorithm.DSPARK,
-    Dialect.OPEN_SPEC: Algorithm.DFLASH,
-}
-
-
-def _layout(sample_from_anchor: bool) -> Layout:
-    return Layout.ANCHOR_FIRST if sample_from_anchor else Layout.BONUS
-
-
-# --------------------------------------------------------------------------------------------
-# What the view needs to know about the draft
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class DraftFacts:
-    """One draft as every engine view needs it, read once from an inspect report.
-
-    `trained_*` are what the draft was trained with, as inspect decided it (None: unknown);
-    `target_*` come from `--target` (None without it). `draft` is what the launch line names.
-    """
-
-    source: str
-    config: dict[str, Any]
-    family: str | None
-    algorithm: str | None
-    architecture: str | None
-    domino: bool
-    trained_sample_from_anchor: bool | None
-    trained_block_size: int | None
-    trained_max_tokens: int | None
-    requested_tokens: int | None
-    trained_layer_ids: list[int] | None
-    num_draft_layers: int | None
-    hidden_size: int | None
-    trained_mask_token_id: int | None
-    target_num_layers: int | None = None
-    target_vocab_size: int | None = None
-    target: str | None = None
-    draft: str = ""
-    draft_revision: str | None = None
-    layout_evidence: tuple[str, ...] = ()
-
-    @property
-    def trained_layout(self) -> Layout | None:
-        return None if self.trained_sample_from_anchor is None else _layout(self.trained_sample_from_anchor)
-
-    @classmethod
-    def from_report(cls, report: InspectReport, *, target: str | None = None) -> DraftFacts | None:
-        """None when there is no config to read (the view has nothing to apply its rules to)."""
-        loaded = report.loaded
-        if loaded.config is None:
-            return None
-        return cls.of(
-            loaded.config,
-            report.description,
-            report.geometry,
-            source=loaded.source,
-            draft=_draft_name(report),
-            draft_revision=loaded.revision if loaded.kind == "hub" else None,
-            target_spec=report.target,
-            target=target,
-        )
-
-    @classmethod
-    def of(
-        cls,
-        config: dict[str, Any],
-        desc: DraftDescription | None,
-        geometry: Geometry | None,
-        *,
-        source: str,
-        draft: str,
-        draft_revision: str | None = None,
-        target_spec: TargetSpec | None = None,
-        target: str | None = None,
-    ) -> DraftFacts:
-        """The facts of a config and what inspect made of it (`desc`, `geometry`: None when unknown)."""
-        dialect = desc.dialect if desc is not None else dialects.detect(config)
-        algorithm = desc.algorithm if desc is not None else (_ALGORITHM_OF.get(dialect) if dialect else None)
-        sfa: bool | None = None
-        if geometry is not None:
-            sfa = geometry.sample_from_anchor
-        elif desc is not None:
-            sfa = trained_layout(desc)[0]
-        architectures = config.get("architectures")
-        architecture = architectures[0] if isinstance(architectures, list) and architectures else None
-        nested = config.get("dflash_config") if isinstance(config.get("dflash_config"), dict) else {}
-        assert isinstance(nested, dict)
-        domino = nested.get("projector_type", config.get("projector_type")) == "domino"
-        verifier = desc.verifier_name if desc is not None else None
-        requested = geometry.num_speculative_tokens if geometry and geometry.speculative_tokens_requested else None
-        return cls(
-            source=source,
-            config=config,
-            family=dialect.family if dialect is not None else None,
-            algorithm=algorithm.value if algorithm is not None else None,
-            architecture=architecture if isinstance(architecture, str) else None,
-            domino=domino,
-            trained_sample_from_anchor=sfa,
-            trained_block_size=geometry.block_size if geometry else None,
-            trained_max_tokens=geometry.max_speculative_tokens if geometry else None,
-            requested_tokens=requested,
-            trained_layer_ids=list(desc.target_layer_ids) if desc is not None else None,
-            num_draft_layers=desc.decoder.num_hidden_layers if desc is not None else None,
-            hidden_size=desc.decoder.hidden_size if desc is not None else None,
-            trained_mask_token_id=desc.mask_token_id if desc is not None else None,
-            target_num_layers=target_spec.num_hidden_layers if target_spec is not None else None,
-            target_vocab_size=target_spec.vocab_size if target_spec is not None else None,
-            target=target or (target_spec.source if target_spec is not None else None) or verifier,
-            draft=draft,
-            draft_revision=draft_revision,
-            layout_evidence=tuple(e.why for e in desc.layout_evidence) if desc is not None else (),
-        )
-
-
-def _draft_name(report: InspectReport) -> str:
-    """What the engine is told to load: the folder of a local draft, the repo id of a Hub one."""
-    loaded = report.loaded
-    if loaded.kind == "hub":
-        return loaded.source.removeprefix("hf://")
-    folder = loaded.local_dir
-    return str(folder) if folder is not None else loaded.location
-
-
-# --------------------------------------------------------------------------------------------
-# The view
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass
-class EngineView:
-    """What one engine release does with the draft (JSON: one entry of `engines`)."""
-
-    rules: EngineRules
-    path: str | None = None
-    reads_format: bool = False
-    outcome: Outcome = Outcome.SERVED  # until a rule says otherwise (`fail`)
-    refusal: str | None = None
-    layout: Layout | None = None
-    block_size: int | None = None
-    block_size_source: str | None = None
-    draft_tokens: int | None = None
-    target_layer_ids: list[int] | None = None
-    target_layer_ids_source: str | None = None
-    num_target_layers: int | None = None
-    num_target_layers_source: str | None = None
-    mask_token_id: int | None = None
-    mask_token_id_source: str | None = None
-    matches_training: bool = False
-    launch: Launch | None = None
-    plugin: str | None = None  # vLLM: "not needed", "needed", "active", "native", "missing"
-    installed: bool = False
-    findings: list[Finding] = field(default_factory=list)
-
-    @property
-    def spec(self) -> str:
-        return self.rules.spec
-
-    @property
-    def serves_as_trained(self) -> bool:
-        return self.outcome in (Outcome.SERVED, Outcome.SERVED_WITH_PLUGIN)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "engine": self.rules.engine,
-            "version": self.rules.version,
-            "installed": self.installed,
-            "path": self.path,
-            "reads_format": self.reads_format,
-            "outcome": self.outcome.value,
-            "refusal": self.refusal,
-            "layout": self.layout.value if self.layout is not None else None,
-            "block_size": self.block_size,
-            "block_size_source": self.block_size_source,
-            "draft_tokens": self.draft_tokens,
-            "target_layer_ids": self.target_layer_ids,
-            "target_layer_ids_source": self.target_layer_ids_source,
-            "num_target_layers": self.num_target_layers,
-            "num_target_layers_source": self.num_target_layers_source,
-            "mask_token_id": self.mask_token_id,
-            "mask_token_id_source": self.mask_token_id_source,
-            "matches_training": self.matches_training,
-            "plugin": self.plugin,
-            "launch": list(self.launch.argv) if self.launch is not None else None,
-            "launch_environment": dict(self.launch.environment) if self.launch is not None else None,
-            "launch_placeholders": list(self.launch.placeholders) if self.launch is not None else None,
-            "launch_command": self.launch.shell() if self.launch is not None else None,
-            "findings": [f.code for f in self.findings],
-        }
-
-    # -- how the view records what it found ----------------------------------------------
-
-    def fail(self, outcome: Outcome, reason: str) -> None:
-        """The worst outcome found wins, and its first reason is the refusal."""
-        if _RANK[outcome] > _RANK[self.outcome]:
-            self.outcome, self.refusal = outcome, reason
-
-    def note(
-        self,
-        code: str,
-        message: str,
-        hint: str = "",
-        *,
-        keys: tuple[str, ...] = (),
-        values: dict[str, Any] | None = None,
-        severity: Severity | None = None,
-    ) -> None:
-        self.findings.append(
-            make_finding(
-                code,
-                f"{self.spec}: {message}",
-                hint,
-                severity=severity,
-                keys=keys,
-                values={"engine": self.spec, **(values or {})},
-            )
-        )
-
-
-# How bad an outcome is: a view keeps the worst it found.
-_RANK = {
-    Outcome.SERVED: 0,
-    Outcome.SERVED_WITH_PLUGIN: 1,
-    Outcome.SERVED_WRONG: 2,
-    Outcome.MISALIGNED: 3,
-    Outcome.REFUSED: 4,
-    Outcome.UNSUPPORTED: 5,
-}
-
-
-# --------------------------------------------------------------------------------------------
-# Reading a key the engine's way
-# --------------------------------------------------------------------------------------------
-
-
-def _find(config: dict[str, Any], location: str) -> tuple[bool, Any]:
-    node: Any = config
-    for part in location.split("."):
-        if not isinstance(node, dict) or part not in node:
-            return False, None
-        node = node[part]
-    return True, node
-
-
-def lookup(config: dict[str, Any], rule: KeyRead | None) -> tuple[Any, str | None]:
-    """(value, location) from the first of the rule's locations that is present; (None, None)
-    when none is. A location present with null stops the search, as the engines' `dict.get`
-    with a fallback does."""
-    if rule is None:
-        return None, None
-    for location in rule.locations:
-        present, value = _find(config, location)
-        if present:
-            return value, location
-    return None, None
-
-
-def _source_name(location: str | None) -> str:
-    if location is None:
-        return "default"
-    head = location.split(".", 1)[0]
-    return head if "." in location else "top-level"
-
-
-def _as_int(value: Any) -> int | None:
-    """An integer as the engines accept one (`int(value)` of a JSON number or numeric string)."""
-    if isinstance(value, bool) or value is None:
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
-        return int(value)
-    if isinstance(value, str):
-        try:
-            return int(value)
-        except ValueError:
-            return None
-    return None
-
-
-def _int_list(value: Any) -> list[int] | None:
-    if not isinstance(value, list | tuple) or not value:
-        return None
-    ids = [_as_int(item) for item in value]
-    return [i for i in ids if i is not None] if all(i is not None for i in ids) else None
-
 
 # --------------------------------------------------------------------------------------------
 # The parts every engine shares
@@ -396,10 +95,10 @@ def _resolve_layer_ids(view: EngineView, facts: DraftFacts) -> None:
     count, count_location = lookup(config, count_rule)
     if facts.target_num_layers is not None:
         view.num_target_layers, view.num_target_layers_source = facts.target_num_layers, "target"
-    elif _as_int(count) is not None and count_rule is not None and count_rule.locations:
-        view.num_target_layers, view.num_target_layers_source = _as_int(count), _source_name(count_location)
+    elif as_int(count) is not None and count_rule is not None and count_rule.locations:
+        view.num_target_layers, view.num_target_layers_source = as_int(count), source_name(count_location)
     if location is not None and rule is not None:
-        ids = _int_list(value)
+        ids = int_list(value)
         if ids is None:
             view.fail(Outcome.REFUSED, f"{location} is {value!r}, not a list of layer ids")
             view.note("DFT074", f"{location} is {value!r}, which it cannot read as layer ids", keys=(location,))
@@ -416,7 +115,7 @@ def _resolve_layer_ids(view: EngineView, facts: DraftFacts) -> None:
         return
     derive = rules.derive_target_layer_ids
     layers = view.num_target_layers
-    draft_layers = facts.num_draft_layers or _as_int(_num_hidden_layers(config))
+    draft_layers = facts.num_draft_layers or as_int(num_hidden_layers(config))
     if derive is None or layers is None or draft_layers is None:
         view.target_layer_ids_source = "derived"
         view.note(
@@ -432,13 +131,6 @@ def _resolve_layer_ids(view: EngineView, facts: DraftFacts) -> None:
         view.target_layer_ids = derive(layers, draft_layers)
     except ValueError:
         return  # the `derivable-layer-ids` check says why
-
-
-def _num_hidden_layers(config: dict[str, Any]) -> Any:
-    text = config.get("text_config")
-    if isinstance(text, dict) and "num_hidden_layers" in text:
-        return text["num_hidden_layers"]
-    return config.get("num_hidden_layers")
 
 
 def _compare_layer_ids(view: EngineView, facts: DraftFacts) -> bool:
@@ -525,7 +217,7 @@ def _layout_outcome(view: EngineView, facts: DraftFacts, algorithm_key: str, rea
         view.fail(Outcome.MISALIGNED, reason)
         view.note("DFT071", reason, _misaligned_hint(view, facts), keys=("sample_from_anchor",))
     elif rule.outcome is Outcome.SERVED_WITH_PLUGIN:
-        view.outcome = max(view.outcome, Outcome.SERVED_WITH_PLUGIN, key=_RANK.__getitem__)
+        view.outcome = max(view.outcome, Outcome.SERVED_WITH_PLUGIN, key=RANK.__getitem__)
 
 
 def _misaligned_hint(view: EngineView, facts: DraftFacts) -> str:
@@ -552,26 +244,26 @@ def _sglang_view(view: EngineView, facts: DraftFacts) -> None:
     # Block size (DFLASH: the verify window; DSPARK: the number of drafts).
     block_rule = rules.key("block_size", path)
     value, location = lookup(config, block_rule)
-    block = _as_int(value)
+    block = as_int(value)
     if location is not None and value is not None and (block is None or block < 1):
         reason = f"{location} is {value!r}, not a positive block size"
         view.fail(Outcome.REFUSED, reason)
         view.note("DFT074", reason, keys=(location,))
     if block is None and block_rule is not None:
         block, location = int(block_rule.default), None
-    view.block_size, view.block_size_source = block, _source_name(location)
+    view.block_size, view.block_size_source = block, source_name(location)
 
     # Layout.
     algorithm_key = facts.algorithm or ""
     if path == "DSPARK":
         sfa, sfa_location = lookup(config, rules.key("sample_from_anchor", path))
         engine_sfa = bool(sfa) if sfa_location is not None and sfa is not None else True
-        view.layout = _layout(engine_sfa)
+        view.layout = layout_for(engine_sfa)
         reads = f"it reads {sfa_location} = {sfa!r}" if sfa_location else "sample_from_anchor is absent: true"
     elif facts.domino:
         algorithm_key = "dflash-domino"
         shift, shift_location = lookup(config, rules.key("shift_label", path))
-        view.layout = _layout(shift is True) if isinstance(shift, bool) else None
+        view.layout = layout_for(shift is True) if isinstance(shift, bool) else None
         reads = f"it reads {shift_location} = {shift!r}"
     else:
         view.layout = Layout.BONUS
@@ -596,7 +288,7 @@ def _sglang_view(view: EngineView, facts: DraftFacts) -> None:
     mask_rule = rules.key("mask_token_id", path)
     mask, mask_location = lookup(config, mask_rule)
     if mask_location is not None and mask is not None:
-        view.mask_token_id, view.mask_token_id_source = _as_int(mask), mask_location
+        view.mask_token_id, view.mask_token_id_source = as_int(mask), mask_location
     elif mask_rule is not None and mask_rule.when_missing is WhenMissing.LOOKED_UP:
         token, _ = lookup(config, rules.key("mask_token", path))
         token = token if isinstance(token, str) and token else rules.key("mask_token", path).default  # type: ignore[union-attr]
@@ -669,7 +361,7 @@ def _vllm_view(view: EngineView, facts: DraftFacts, plugin: str) -> None:
     sfa, sfa_location = lookup(config, sfa_rule)
     default = bool(sfa_rule.default) if sfa_rule is not None else False
     engine_sfa = bool(sfa) if sfa_location is not None and sfa is not None else default
-    view.layout = _layout(engine_sfa)
+    view.layout = layout_for(engine_sfa)
     algorithm_key = "dflash-domino" if facts.domino else (facts.algorithm or "")
     where = " or ".join(sfa_rule.locations) if sfa_rule is not None else "sample_from_anchor"
     reads = (
@@ -688,9 +380,9 @@ def _vllm_view(view: EngineView, facts: DraftFacts, plugin: str) -> None:
     tokens = facts.requested_tokens or k_max
     if path == "dspark":
         value, location = lookup(config, rules.key("block_size", path, facts.family))
-        block = _as_int(value)
+        block = as_int(value)
         if block is not None:
-            view.block_size, view.block_size_source = block, _source_name(location)
+            view.block_size, view.block_size_source = block, source_name(location)
         tokens = tokens or block
     view.draft_tokens = tokens
     if path == "dflash" and tokens is not None:
@@ -702,7 +394,7 @@ def _vllm_view(view: EngineView, facts: DraftFacts, plugin: str) -> None:
 
     mask, mask_location = lookup(config, rules.key("mask_token_id", path, facts.family))
     if mask_location is not None and mask is not None:
-        view.mask_token_id, view.mask_token_id_source = _as_int(mask), mask_location
+        view.mask_token_id, view.mask_token_id_source = as_int(mask), mask_location
     mask_match = _compare_mask(view, facts)
 
     _run_checks(view, facts)
@@ -765,217 +457,6 @@ def _needs_v2(facts: DraftFacts, view: EngineView) -> bool:
     layer_types = facts.config.get("layer_types")
     mixed = isinstance(layer_types, list) and len(set(layer_types)) > 1
     return facts.algorithm in ("dflash2", "dspark") or view.layout is Layout.ANCHOR_FIRST or mixed
-
-
-# --------------------------------------------------------------------------------------------
-# Load-time checks, by the names the tables use
-# --------------------------------------------------------------------------------------------
-
-
-Checker = Callable[[EngineView, DraftFacts], "str | None"]
-
-
-def _nested(config: dict[str, Any], key: str) -> Any:
-    inner = config.get("dflash_config")
-    return inner.get(key) if isinstance(inner, dict) else None
-
-
-def _check_layer_ids_in_range(view: EngineView, facts: DraftFacts) -> str | None:
-    ids, layers = view.target_layer_ids, view.num_target_layers
-    if ids is None:
-        return None
-    if not ids:
-        return "target_layer_ids is empty"
-    if min(ids) < 0:
-        return f"target layer id {min(ids)} is below 0"
-    if layers is not None and max(ids) >= layers:
-        return f"target layer id {max(ids)} is not a layer of a {layers}-layer target"
-    return None
-
-
-def _check_derivable(view: EngineView, facts: DraftFacts) -> str | None:
-    derive, layers = view.rules.derive_target_layer_ids, view.num_target_layers
-    draft_layers = facts.num_draft_layers or _as_int(_num_hidden_layers(facts.config))
-    if view.target_layer_ids_source != "derived" or derive is None or layers is None or draft_layers is None:
-        return None
-    try:
-        derive(layers, draft_layers)
-    except ValueError as exc:
-        return f"the config names no target layers and they cannot be derived: {exc}"
-    return None
-
-
-def _check_mask_valid(view: EngineView, facts: DraftFacts) -> str | None:
-    mask, location = lookup(facts.config, view.rules.key("mask_token_id", view.path or "", facts.family))
-    if location is None or mask is None:
-        return None
-    if isinstance(mask, bool) or not isinstance(mask, int) or mask < 0:
-        return f"{location} is {mask!r}, not a non-negative integer"
-    if facts.target_vocab_size is not None and mask >= facts.target_vocab_size:
-        return f"{location} = {mask} is outside the target's vocabulary of {facts.target_vocab_size}"
-    return None
-
-
-def _check_mask_required(view: EngineView, facts: DraftFacts) -> str | None:
-    rule = view.rules.key("mask_token_id", view.path or "", facts.family)
-    mask, location = lookup(facts.config, rule)
-    if location is None or mask is None:
-        where = ", ".join(rule.locations) if rule is not None else "mask_token_id"
-        return f"no mask token id: none of {where} is set"
-    return _check_mask_valid(view, facts)
-
-
-def _pair(config: dict[str, Any], first: str, second: str) -> str | None:
-    a, b = _nested(config, first) or 0, _nested(config, second) or 0
-    if _as_int(a) is None or _as_int(b) is None:
-        return f"dflash_config.{first} = {a!r} and dflash_config.{second} = {b!r} must be integers"
-    if bool(_as_int(a)) != bool(_as_int(b)):
-        return f"dflash_config.{first} = {a!r} and dflash_config.{second} = {b!r}: one is set without the other"
-    return None
-
-
-def _check_conv_pair(view: EngineView, facts: DraftFacts) -> str | None:
-    return _pair(facts.config, "conv_kernel_size", "conv_group_size")
-
-
-def _check_selector_pair(view: EngineView, facts: DraftFacts) -> str | None:
-    return _pair(facts.config, "selector_rank", "selector_top_k")
-
-
-def _is_dflash2(view: EngineView, facts: DraftFacts) -> bool:
-    route = view.rules.route("dflash2")
-    return route is not None and facts.architecture in route.architectures
-
-
-def _check_dflash2_selector(view: EngineView, facts: DraftFacts) -> str | None:
-    if _is_dflash2(view, facts) and not _as_int(_nested(facts.config, "selector_rank")):
-        top = " (it is at the top level, which is not read)" if "selector_rank" in facts.config else ""
-        return f"a DFlash2 draft without dflash_config.selector_rank{top}"
-    return None
-
-
-def _check_dflash2_conv(view: EngineView, facts: DraftFacts) -> str | None:
-    if _is_dflash2(view, facts) and not _as_int(_nested(facts.config, "conv_kernel_size")):
-        return (
-            "dflash_config.conv_kernel_size is not set: the layers are built without their convolutions and the "
-            "checkpoint's convolution weights are dropped without an error"
-        )
-    return None
-
-
-def _check_output_multiplier(view: EngineView, facts: DraftFacts) -> str | None:
-    value = _nested(facts.config, "output_multiplier")
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-        return f"dflash_config.output_multiplier = {value!r} is not above 0"
-    return None
-
-
-def _check_sliding_window(view: EngineView, facts: DraftFacts) -> str | None:
-    config = facts.config
-    text = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
-    assert isinstance(text, dict)
-    layer_types = text.get("layer_types", config.get("layer_types"))
-    if not isinstance(layer_types, list) or "sliding_attention" not in layer_types:
-        return None
-    rule = view.rules.key("sliding_window", view.path or "", facts.family)
-    window, location = lookup(config, rule)
-    if location is None or window is None:
-        where = " or ".join(rule.locations) if rule is not None else "sliding_window"
-        return f"layer_types has sliding_attention layers but {where} is not set"
-    return None
-
-
-def _check_domino(view: EngineView, facts: DraftFacts) -> str | None:
-    if not facts.domino:
-        return None
-    config = facts.config
-
-    def value(key: str) -> Any:
-        inner = _nested(config, key)
-        return inner if inner is not None else config.get(key)
-
-    if not isinstance(value("shift_label"), bool):
-        return f"a Domino draft with shift_label = {value('shift_label')!r} (true or false is required)"
-    if _as_int(value("pure_draft_prefix_len")) != 1:
-        return f"a Domino draft with pure_draft_prefix_len = {value('pure_draft_prefix_len')!r} (1 is required)"
-    for key in ("gru_hidden_dim", "emb_dim"):
-        if _as_int(value(key)) is None:
-            return f"a Domino draft without {key}"
-    if view.block_size is not None and view.block_size <= 1:
-        return f"a Domino draft with block size {view.block_size} (above 1 is required)"
-    return None
-
-
-def _markov_rank(view: EngineView, facts: DraftFacts) -> int:
-    value, _ = lookup(facts.config, view.rules.key("markov_rank", view.path or "", facts.family))
-    return _as_int(value) or 0
-
-
-def _check_markov_rank(view: EngineView, facts: DraftFacts) -> str | None:
-    if _markov_rank(view, facts) > 0:
-        return None
-    deepspec = " (DeepSpec publishes DFlash drafts this way)" if facts.layout_evidence else ""
-    return f"markov_rank is 0 or absent: a draft without a Markov head{deepspec}"
-
-
-def _check_markov_head_type(view: EngineView, facts: DraftFacts) -> str | None:
-    if _markov_rank(view, facts) <= 0:
-        return None
-    config = facts.config
-    head = config.get("markov_head_type", _nested(config, "markov_head_type"))
-    if head is None and config.get("dspark_markov_rank") is None:
-        return "markov_head_type is not set"
-    if head is not None and str(head).lower() not in ("vanilla", "gated", "rnn"):
-        return f"markov_head_type {head!r} is not one of vanilla, gated, rnn"
-    return None
-
-
-def _dflash2_value(view: EngineView, facts: DraftFacts, key: str) -> tuple[Any, str | None]:
-    return lookup(facts.config, view.rules.key(key, view.path or "", facts.family))
-
-
-def _check_dflash2_keys(view: EngineView, facts: DraftFacts) -> str | None:
-    if facts.algorithm != "dflash2":
-        return None
-    missing = [
-        key
-        for key in ("conv_kernel_size", "conv_group_size", "selector_rank", "selector_top_k")
-        if _dflash2_value(view, facts, key)[1] is None
-    ]
-    if missing:
-        where = "the top level" if facts.family == "speculators" else "dflash_config"
-        return f"a DFlash2 draft without {', '.join(missing)} in {where}"
-    return None
-
-
-def _check_conv_group(view: EngineView, facts: DraftFacts) -> str | None:
-    if facts.algorithm != "dflash2" or facts.hidden_size is None:
-        return None
-    group = _as_int(_dflash2_value(view, facts, "conv_group_size")[0])
-    if group and facts.hidden_size % group:
-        return f"conv_group_size {group} does not divide hidden_size {facts.hidden_size}"
-    return None
-
-
-CHECKERS: dict[str, Checker] = {
-    "layer-ids-in-range": _check_layer_ids_in_range,
-    "derivable-layer-ids": _check_derivable,
-    "mask-token-id-valid": _check_mask_valid,
-    "mask-token-id-required": _check_mask_required,
-    "conv-pair": _check_conv_pair,
-    "selector-pair": _check_selector_pair,
-    "dflash2-selector": _check_dflash2_selector,
-    "dflash2-conv": _check_dflash2_conv,
-    "output-multiplier-positive": _check_output_multiplier,
-    "sliding-window": _check_sliding_window,
-    "domino-keys": _check_domino,
-    "markov-rank": _check_markov_rank,
-    "markov-head-type": _check_markov_head_type,
-    "dflash2-keys": _check_dflash2_keys,
-    "conv-group-divides-hidden": _check_conv_group,
-}
 
 
 def _run_checks(view: EngineView, facts: DraftFacts) -> None:

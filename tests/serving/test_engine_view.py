@@ -19,7 +19,8 @@ from dflash_tools.convert import convert_checkpoint
 from dflash_tools.draft.target import TargetSpec, load_target
 from dflash_tools.engines import ENGINE_RULES, Outcome
 from dflash_tools.reading.source import load_checkpoint
-from dflash_tools.serving.engine_view import CHECKERS, inspect_for_engines, resolve_engine_specs
+from dflash_tools.serving.engine_checks import CHECKERS
+from dflash_tools.serving.engine_view import inspect_for_engines, resolve_engine_specs
 from tests.engine_cases import edge_configs, example_drafts, write_config
 
 ALL = list(ENGINE_RULES)
@@ -349,6 +350,6 @@ def test_human_view_fits_80_columns() -> None:
 
 
 def test_outcome_ranks_cover_every_outcome() -> None:
-    from dflash_tools.serving.engine_view import _RANK
+    from dflash_tools.serving.engine_view import RANK
 
-    assert set(_RANK) == set(Outcome)
+    assert set(RANK) == set(Outcome)
