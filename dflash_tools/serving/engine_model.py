@@ -19,8 +19,6 @@ from dflash_tools.engines import EngineRules, Layout, Outcome
 from dflash_tools.inspect import InspectReport
 from dflash_tools.serving.launch import Launch
 
-_MISSING = object()
-
 # What a dialect's drafts are, when the config is too broken for a description.
 _ALGORITHM_OF: dict[Dialect, Algorithm] = {
     Dialect.ZLAB_DFLASH: Algorithm.DFLASH,
