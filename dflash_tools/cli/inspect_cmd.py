@@ -359,7 +359,7 @@ def render_report(
         print_line(console, "findings", style="bold")
         print_findings(console, [f.to_dict() for f in report.findings], fixes)
     print_fixes(console, fixes)
-    if engines:
+    if engines and not quiet:
         print_launches(console, engines)
     print_line(console, _verdict(report))
 

@@ -336,8 +336,8 @@ def _check_proposal_tokens(
                 make_finding(
                     "DFT012",
                     message,
-                    "an older save: run `dflash-tools convert SRC -o OUT --no-sample-from-anchor`; a draft trained "
-                    "anchor-first: run `dflash-tools convert SRC -o OUT --sample-from-anchor`",
+                    "an older save: run `dflash-tools convert SRC -o OUT --no-sample-from-anchor`; if the draft "
+                    "was trained anchor-first, pass --sample-from-anchor there instead",
                     keys=(key, "block_size", "sample_from_anchor"),
                     values={
                         key: tokens,

@@ -444,6 +444,8 @@ def _plugin_verdict(view: EngineView, facts: DraftFacts, plugin: str) -> None:
         "" if plugin == "assumed" else f" ({plugin})"
     )
     view.fail(Outcome.REFUSED, reason)
+    if view.installed:
+        return  # the installed vLLM's own findings (DFT041, DFT051: `vllm_view`) already say it
     view.note(
         "DFT074",
         reason,

@@ -81,7 +81,7 @@ def test_error_findings_exit_1_with_json_document() -> None:
     # proposal count == block_size reads two ways (an old speculators save, or anchor-first): both
     # readings and both fixes are named, neither picked silently.
     assert "ambiguous" in finding["message"]
-    assert "--no-sample-from-anchor`" in finding["hint"] and " --sample-from-anchor`" in finding["hint"]
+    assert "--no-sample-from-anchor`" in finding["hint"] and "pass --sample-from-anchor" in finding["hint"]
     assert len(finding["values"]["readings"]) == 2
 
 

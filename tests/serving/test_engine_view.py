@@ -353,3 +353,23 @@ def test_outcome_ranks_cover_every_outcome() -> None:
     from dflash_tools.serving.engine_view import RANK
 
     assert set(RANK) == set(Outcome)
+
+
+def test_the_installed_vllm_gets_its_column_with_the_plugins_real_state(tmp_path: Path) -> None:
+    """`--engine vllm`: the installed release's table, with what its files say about the plugin
+    (source trees as in test_vllm_view: native = the upstream change, else no working plugin)."""
+    from tests.serving.test_vllm_view import capability, vllm_tree
+
+    anchor_first = load_checkpoint(str(example_drafts()["engine-demo/zlab-dflash-anchor-first"]))
+    native = capability(vllm_tree(tmp_path / "native", native=True), version="0.34.0")
+    report = inspect_for_engines(anchor_first, [VLLM34], installed_vllm=native)
+    (view,) = report.extra["engines"].values()
+    assert view["installed"] is True and view["plugin"] == "native" and view["outcome"] == "served"
+    assert "DFLASH_TOOLS_REQUIRE_PLUGIN" not in view["launch_environment"]
+
+    without = capability(vllm_tree(tmp_path / "stock"), version="0.34.0")
+    report = inspect_for_engines(anchor_first, [], installed_vllm=without)
+    view = report.extra["engines"][VLLM34]
+    assert view["installed"] is True and view["outcome"] == "refused" and view["launch"] is None
+    # One finding says it: the installed-vLLM check's DFT041, not a second one from the column.
+    assert [f.code for f in report.findings if f.severity.value == "error"] == ["DFT041"]
