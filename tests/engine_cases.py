@@ -131,6 +131,7 @@ EDGE_CASES: dict[str, tuple[str, Callable[[Config], None]]] = {
     "domino-bonus": ("zlab-dflash", _domino(False)),
     "deepspec": ("dspark-native", _deepspec),
     "no-mask-token-id": ("zlab-dflash", _no_mask),
+    "mask-token-ids-disagree": ("zlab-dflash", _set("mask_token_id", 499)),
     "negative-mask-token-id": ("zlab-dflash", _set("dflash_config.mask_token_id", -1)),
     "conv-unpaired": ("zlab-dflash2", _set("dflash_config.conv_group_size", 0)),
     "selector-unpaired": ("zlab-dflash2", _set("dflash_config.selector_top_k", 0)),
@@ -149,3 +150,28 @@ def write_config(folder: Path, config: Config) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "config.json").write_text(json.dumps(config, indent=2))
     return folder
+
+
+def case_folders(scratch: Path) -> dict[str, Path]:
+    """Every example, every edge case and every convert output (normalize, `--to zlab`,
+    `--for sglang`) of every example, as folders under `scratch`, by a name for messages."""
+    from dflash_tools.convert import convert_checkpoint
+    from dflash_tools.errors import OperationError
+
+    folders = {f"example:{name}": path for name, path in example_drafts().items()}
+    for name, config in edge_configs().items():
+        folders[f"edge:{name}"] = write_config(scratch / "edge" / name, config)
+    conversions: dict[str, dict[str, Any]] = {
+        "normalize": {},
+        "to-zlab": {"to": "zlab"},
+        "for-sglang": {"for_engines": ["sglang==0.5.23"]},
+    }
+    for name, path in example_drafts().items():
+        for label, options in conversions.items():
+            out = scratch / "converted" / label / name.replace("/", "-")
+            try:
+                convert_checkpoint(str(path), out, **options)
+            except OperationError:
+                continue  # a refused conversion writes nothing to check
+            folders[f"convert:{label}:{name}"] = out
+    return folders

@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import json
 import logging
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from numbers import Integral
@@ -21,13 +22,11 @@ from typing import Any, Optional
 
 import pytest
 
-from dflash_tools.convert import convert_checkpoint
 from dflash_tools.engines import ENGINE_RULES
 from dflash_tools.engines import sglang_0_5_23 as table
-from dflash_tools.errors import OperationError
 from dflash_tools.reading.source import load_checkpoint
 from dflash_tools.serving.engine_view import inspect_for_engines
-from tests.engine_cases import edge_configs, example_drafts, write_config
+from tests.engine_cases import case_folders
 from tests.engine_sources import Sources, cite_problems, extract, function_source, key_problems, top_level
 
 pytestmark = pytest.mark.real_sglang
@@ -57,8 +56,7 @@ def test_defaults(sglang: Sources) -> None:
     # The block size the server falls back to, and the one the draft model builds its convolutions with.
     hook = ast.parse(function_source(sglang, "sglang/srt/arg_groups/speculative_hook.py", "_handle_dflash"))
     assert any(isinstance(n, ast.Constant) and n.value == table.DEFAULT_BLOCK_SIZE for n in ast.walk(hook))
-    model = function_source(sglang, "sglang/srt/models/dflash.py", "DFlashDraftModel.__init__")
-    assert f"resolve_block_size(default={table.DEFAULT_BLOCK_SIZE})" in model
+    assert default_block_size(sglang) == table.DEFAULT_BLOCK_SIZE
 
 
 def test_dflash_is_bonus_only(sglang: Sources) -> None:
@@ -113,9 +111,18 @@ class _StructStandIn:
         self.__dict__.update(fields)
 
 
+def default_block_size(sglang: Sources) -> int:
+    """The block size SGLang's draft model falls back to, read from its source (not our table)."""
+    model = function_source(sglang, "sglang/srt/models/dflash.py", "DFlashDraftModel.__init__")
+    found = re.search(r"resolve_block_size\(default=(\d+)\)", model)
+    assert found is not None
+    return int(found.group(1))
+
+
 @pytest.fixture(scope="module")
 def parsers(sglang: Sources) -> dict[str, Any]:
     namespace: dict[str, Any] = {
+        "DEFAULT_BLOCK_SIZE": default_block_size(sglang),
         "Any": Any,
         "List": list,
         "Optional": Optional,
@@ -221,7 +228,7 @@ def sglang_reads(parsers: dict[str, Any], config: dict[str, Any]) -> Verdict:
         layout = "anchor-first" if parsed.is_domino and parsed.shift_label else "bonus"
         return Verdict(
             refused=False,
-            block_size=parsed.resolve_block_size(default=table.DEFAULT_BLOCK_SIZE),
+            block_size=parsed.resolve_block_size(default=dflash["DEFAULT_BLOCK_SIZE"]),
             block_source=source,
             layout=layout,
             target_layer_ids=ids,
@@ -231,27 +238,9 @@ def sglang_reads(parsers: dict[str, Any], config: dict[str, Any]) -> Verdict:
         return Verdict(refused=True)
 
 
-def configs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    folders = {f"example:{name}": path for name, path in example_drafts().items()}
-    scratch = tmp_path_factory.mktemp("configs")
-    for name, config in edge_configs().items():
-        folders[f"edge:{name}"] = write_config(scratch / name, config)
-    for name in example_drafts():
-        for options in ({}, {"to": "zlab"}, {"for_engines": ["sglang==0.5.23"]}):
-            out = (
-                scratch / "converted" / name.replace("/", "-") / "-".join(options) if options else scratch / "n" / name
-            )
-            try:
-                convert_checkpoint(str(example_drafts()[name]), out, **options)  # type: ignore[arg-type]
-            except OperationError:
-                continue  # a refused conversion writes nothing to check
-            folders[f"convert:{name}:{'-'.join(options) or 'normalize'}"] = out
-    return folders
-
-
 @pytest.fixture(scope="module")
 def cases(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    return configs(tmp_path_factory)
+    return case_folders(tmp_path_factory.mktemp("cases"))
 
 
 def test_the_sglang_column_agrees_with_sglangs_own_parser(parsers: dict[str, Any], cases: dict[str, Path]) -> None:

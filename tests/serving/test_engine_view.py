@@ -142,6 +142,9 @@ def test_top_level_and_nested_keys(tmp_path: Path) -> None:
     assert top[SGLANG]["block_size_source"] == "top-level" and top[SGLANG]["target_layer_ids"] == [1, 3]
     assert top[SGLANG]["mask_token_id_source"] == "mask_token_id"
     assert top[VLLM34]["target_layer_ids"] == [1, 3] and top[VLLM34]["mask_token_id"] == 500
+    # Both places: every engine takes dflash_config's first.
+    masks, _ = views(edge(tmp_path, "mask-token-ids-disagree"))
+    assert {masks[spec]["mask_token_id"] for spec in ALL} == {500}
     nested, _ = views(edge(tmp_path, "nested-keys-only"))
     assert nested[SGLANG]["block_size_source"] == "dflash_config"
     # Two block sizes: SGLang takes the nested one; inspect's own DFT010 says they disagree.
