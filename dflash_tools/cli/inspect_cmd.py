@@ -407,13 +407,14 @@ def render_engines(console: Console, engines: dict[str, dict[str, Any]]) -> None
             row.append(Text(value, style=_OUTCOME_STYLE.get(value, "")) if label == "serves" else value)
         rows.append(row)
     print_line(console, "engines", style="bold")
-    table = plain_table(["", *specs], rows)
+    names = [f"{engines[key]['engine']}=={engines[key]['version']}" for key in specs]
+    table = plain_table(["", *names], rows)
     if fits(console, table):
         print_unpadded(console, table)
         return
-    for spec in specs:
+    for spec, name in zip(specs, names, strict=True):
         outcome = engines[spec]["outcome"]
-        print_line(console, Text.assemble((spec, "bold"), "  ", (outcome, _OUTCOME_STYLE.get(outcome, ""))))
+        print_line(console, Text.assemble((name, "bold"), "  ", (outcome, _OUTCOME_STYLE.get(outcome, ""))))
         segments = [f"{label} {value}" for label, value in cells[spec][1:]]
         for line in pack(segments, console_width(console), first="  ", indent="  "):
             print_line(console, line)
@@ -474,7 +475,8 @@ def render_summary(
 def print_launches(console: Console, engines: dict[str, dict[str, Any]]) -> None:
     """Each engine's launch line whole on a line of its own, after a `#` comment naming it."""
     print_line(console, "launch (copy a command line and run it):", style="bold")
-    for spec, view in engines.items():
+    for view in engines.values():
+        spec = f"{view['engine']}=={view['version']}"
         command = view.get("launch_command")
         if not command:
             why = f": {view['outcome']}" if view["outcome"] not in ("served", "served-with-plugin") else ""

@@ -24,7 +24,7 @@ from dflash_tools.draft.findings import Severity
 from dflash_tools.draft.geometry import Geometry, resolve_geometry
 from dflash_tools.draft.target import TargetSpec, load_target
 from dflash_tools.draft.tensors import Requirement, expected_tensors
-from dflash_tools.engines import ENGINE_RULES
+from dflash_tools.engines import ENGINE_RULES, json_key
 from dflash_tools.errors import OperationError, SourceError, UsageError
 from dflash_tools.files.hf_cache import is_in_hf_cache
 from dflash_tools.inspect import InspectReport, inspect_loaded
@@ -287,7 +287,7 @@ def _check_engines(plan: ConvertPlan, output_desc: DraftDescription, engines: li
             hint = errors[0].hint if errors and errors[0].hint else f"drop --for {spec}"
             raise OperationError(f"--for {spec}: {spec} cannot serve this draft as trained: {reason}", hint)
         plan.warnings.extend(f.message for f in view.findings if f.severity is Severity.WARNING)
-        verdicts[spec] = {
+        verdicts[json_key(ENGINE_RULES[spec])] = {
             "outcome": view.outcome.value,
             "layout": view.layout.value if view.layout else None,
             "block_size": view.block_size,

@@ -39,6 +39,7 @@ __all__ = [
     "Route",
     "WhenMissing",
     "get_rules",
+    "json_key",
     "latest",
     "vllm_plugin_versions",
 ]
@@ -64,3 +65,11 @@ def latest(engine: str) -> EngineRules | None:
     """The newest release of `engine` the tool has a table for (`sglang` -> sglang==0.5.23)."""
     tables = [rules for rules in ENGINE_RULES.values() if rules.engine == engine]
     return tables[-1] if tables else None
+
+
+def json_key(rules: EngineRules) -> str:
+    """The key of a release in JSON `engines` objects: the engine's name while the tool has one
+    table for it (`sglang`), `engine==version` where it has several (`vllm==0.34.0`). Each entry
+    also carries `engine` and `version`."""
+    tables = [other for other in ENGINE_RULES.values() if other.engine == rules.engine]
+    return rules.engine if len(tables) == 1 else rules.spec

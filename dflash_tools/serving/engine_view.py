@@ -21,7 +21,7 @@ from __future__ import annotations
 from dflash_tools.draft.findings import Severity
 from dflash_tools.draft.geometry import num_query_tokens
 from dflash_tools.draft.target import TargetSpec
-from dflash_tools.engines import ENGINE_RULES, EngineRules, Layout, Outcome, WhenMissing, get_rules, latest
+from dflash_tools.engines import ENGINE_RULES, EngineRules, Layout, Outcome, WhenMissing, get_rules, json_key, latest
 from dflash_tools.inspect import InspectReport, finish_findings, inspect_loaded
 from dflash_tools.reading.checkpoint import LoadedCheckpoint
 from dflash_tools.serving.config_reads import as_int, int_list, lookup, num_hidden_layers, source_name
@@ -603,7 +603,7 @@ def inspect_for_engines(
         if rules is not None:
             views[rules.spec] = engine_view(rules, facts, plugin=plugin_state(installed_vllm), installed=True)
     ordered = [spec for spec in ENGINE_RULES if spec in views]
-    report.extra["engines"] = {spec: views[spec].to_dict() for spec in ordered}
+    report.extra["engines"] = {json_key(views[spec].rules): views[spec].to_dict() for spec in ordered}
     extra = [finding for spec in ordered for finding in views[spec].findings]
     report.findings = finish_findings(loaded, [*report.findings, *extra])
     return report

@@ -249,7 +249,7 @@ def test_the_sglang_column_agrees_with_sglangs_own_parser(parsers: dict[str, Any
     for name, folder in cases.items():
         config = json.loads((folder / "config.json").read_text())
         theirs = sglang_reads(parsers, config)
-        view = inspect_for_engines(load_checkpoint(str(folder)), ["sglang==0.5.23"]).extra["engines"]["sglang==0.5.23"]
+        view = inspect_for_engines(load_checkpoint(str(folder)), ["sglang==0.5.23"]).extra["engines"]["sglang"]
         if theirs.refused:
             assert view["outcome"] in ("refused", "unsupported"), (name, view["outcome"], view["refusal"])
             continue
