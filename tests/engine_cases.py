@@ -154,7 +154,7 @@ def write_config(folder: Path, config: Config) -> Path:
 
 def case_folders(scratch: Path) -> dict[str, Path]:
     """Every example, every edge case and every convert output (normalize, `--to zlab`,
-    `--for sglang`) of every example, as folders under `scratch`, by a name for messages."""
+    `--to speculators`, `--for sglang`) of every example, as folders under `scratch`, by a name for messages."""
     from dflash_tools.convert import convert_checkpoint
     from dflash_tools.errors import OperationError
 
@@ -164,6 +164,7 @@ def case_folders(scratch: Path) -> dict[str, Path]:
     conversions: dict[str, dict[str, Any]] = {
         "normalize": {},
         "to-zlab": {"to": "zlab"},
+        "to-speculators": {"to": "speculators"},
         "for-sglang": {"for_engines": ["sglang==0.5.23"]},
     }
     for name, path in example_drafts().items():
