@@ -290,8 +290,10 @@ def _sglang_view(view: EngineView, facts: DraftFacts) -> None:
     if mask_location is not None and mask is not None:
         view.mask_token_id, view.mask_token_id_source = as_int(mask), mask_location
     elif mask_rule is not None and mask_rule.when_missing is WhenMissing.LOOKED_UP:
-        token, _ = lookup(config, rules.key("mask_token", path))
-        token = token if isinstance(token, str) and token else rules.key("mask_token", path).default  # type: ignore[union-attr]
+        token_rule = rules.key("mask_token", path)
+        token, _ = lookup(config, token_rule)
+        if not (isinstance(token, str) and token):
+            token = token_rule.default if token_rule is not None else None
         view.mask_token_id_source = "looked-up"
         view.note(
             "DFT075",
