@@ -28,7 +28,7 @@ ALLOWED: dict[str, set[str]] = {
     "draft": {"reading", "files", "engines"},
     "dialects": {"draft"},
     "inspect": {"dialects", "draft", "reading"},
-    "convert": {"inspect", "dialects", "draft", "reading", "files", "engines"},
+    "convert": {"inspect", "dialects", "draft", "reading", "files", "engines", "serving"},
     "testing": {"reading"},
     "engines": set(),
     "vllm_plugin": {"engines"},

@@ -216,16 +216,8 @@ def print_unpadded(console: Console, renderable: Table) -> None:
         console.print(Segments(line), soft_wrap=True, end="")
 
 
-def table_or_blocks(
-    console: Console,
-    columns: Sequence[str],
-    rows: Sequence[Sequence[str | Text]],
-    *,
-    title: str | None = None,
-    heading_status: Sequence[Text | None] | None = None,
-) -> None:
-    """A bordered table when every cell fits on one line at this width; else one block per row:
-    the first cell as a heading (with its status, if given), then `column value` segments."""
+def plain_table(columns: Sequence[str], rows: Sequence[Sequence[str | Text]], *, title: str | None = None) -> Table:
+    """The house table: a header rule, no borders, cells never wrapped."""
     table = Table(
         title=title,
         title_justify="left",
@@ -241,8 +233,27 @@ def table_or_blocks(
     for row in rows:
         # Text, never str: a str cell would be parsed as rich markup (`[flipped: ...]` vanishes).
         table.add_row(*(cell if isinstance(cell, Text) else Text(cell) for cell in row))
+    return table
+
+
+def fits(console: Console, table: Table) -> bool:
+    """Whether every cell of `table` fits on one line at the console's width."""
+    return Measurement.get(console, console.options.update(width=10_000), table).maximum <= console_width(console)
+
+
+def table_or_blocks(
+    console: Console,
+    columns: Sequence[str],
+    rows: Sequence[Sequence[str | Text]],
+    *,
+    title: str | None = None,
+    heading_status: Sequence[Text | None] | None = None,
+) -> None:
+    """A bordered table when every cell fits on one line at this width; else one block per row:
+    the first cell as a heading (with its status, if given), then `column value` segments."""
+    table = plain_table(columns, rows, title=title)
     width = console_width(console)
-    if Measurement.get(console, console.options.update(width=10_000), table).maximum <= width:
+    if fits(console, table):
         print_unpadded(console, table)
         return
     if title:

@@ -42,6 +42,8 @@ Examples:
 
   dflash-tools convert ./speculators-draft -o ./zlab --to zlab
 
+  dflash-tools convert ./speculators-draft -o ./for-sglang --for sglang
+
   dflash-tools convert ./draft --in-place
 
   dflash-tools convert ./draft -o ./out --dry-run
@@ -93,6 +95,16 @@ def convert_command(
         str | None,
         typer.Option(
             "--to", metavar="DIALECT", help="Translate to zlab or speculators (DFlash / DFlash2).", show_default=False
+        ),
+    ] = None,
+    for_engines: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--for",
+            metavar="ENGINE",
+            help="Write what this engine release reads (sglang: z-lab form) and refuse a draft it cannot serve as "
+            "trained: sglang, vllm==0.33.0, vllm==0.34.0, all. Repeat it or separate names with commas.",
+            show_default=False,
         ),
     ] = None,
     block_size: Annotated[
@@ -169,7 +181,17 @@ def convert_command(
                 "[yellow]warning:[/yellow] --token on the command line is visible to other users; prefer HF_TOKEN"
             )
         from dflash_tools.convert import convert_checkpoint
+        from dflash_tools.serving.engine_view import engine_choices, resolve_engine_specs
 
+        try:
+            engines, installed = resolve_engine_specs(for_engines or [])
+        except ValueError as exc:
+            raise UsageError(f"--for {exc}", f"choose from: {', '.join(engine_choices())}") from None
+        if installed:
+            raise UsageError(
+                "--for vllm: name the release the draft will be served with",
+                "pass --for vllm==0.33.0 or --for vllm==0.34.0",
+            )
         writes = not (check or dry_run)
         result = convert_checkpoint(
             source,
@@ -189,6 +211,7 @@ def convert_command(
             push_to_hub=push_to_hub if writes else None,
             create_pr=pr,
             commit_message=commit_message,
+            for_engines=engines,
         )
         code = EXIT_FINDINGS if check and result.plan.changed else EXIT_OK
         if fmt is OutputFormat.JSON:
@@ -289,6 +312,14 @@ def render(result: Any, *, check: bool, quiet: bool, no_color: bool, would_push:
             console.print("[bold]decisions[/bold]")
             for decision in plan.decisions:
                 _bullet(console, printable(decision.message))
+        if plan.engines:
+            console.print("[bold]engines[/bold]")
+            for spec, verdict in plan.engines.items():  # keyed as in JSON: `sglang`, `vllm==0.34.0`
+                plugin = " (with the dflash-tools plugin)" if verdict["plugin"] == "needed" else ""
+                _bullet(
+                    console,
+                    f"{spec}: {verdict['outcome']}{plugin}, {verdict['layout']} layout, K = {verdict['draft_tokens']}",
+                )
         if plan.tensor_changes:
             console.print("[bold]tensors[/bold]")
             for change in plan.tensor_changes:

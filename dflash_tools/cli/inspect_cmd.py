@@ -7,15 +7,21 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Annotated, Any
 
 import typer
+from rich.console import Console
 from rich.text import Text
 
 from dflash_tools.cli._errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, handle_errors
 from dflash_tools.cli._layout import (
     Fix,
+    console_width,
+    fits,
     key_values,
+    pack,
+    plain_table,
     print_findings,
     print_fixes,
     print_line,
+    print_unpadded,
     table_or_blocks,
     wrap_words,
 )
@@ -33,8 +39,8 @@ from dflash_tools.draft.target import TargetSpec, load_target
 from dflash_tools.errors import DflashToolsError, UsageError
 from dflash_tools.inspect import SCHEMA_VERSION, InspectReport, inspect_loaded
 from dflash_tools.reading.source import load_checkpoint
+from dflash_tools.serving.engine_view import engine_choices, inspect_for_engines, resolve_engine_specs
 from dflash_tools.serving.vllm_capability import detect_vllm
-from dflash_tools.serving.vllm_view import ENGINES, inspect_for_vllm
 
 HELP = """Check a draft checkpoint's config and tensor headers, without downloading weights.
 
@@ -53,6 +59,8 @@ Examples:
   dflash-tools inspect ./my-draft --format json | jq .geometry
 
   dflash-tools inspect ./anchor-first-draft --engine vllm
+
+  dflash-tools inspect ./draft --engine all --target Qwen/Qwen3-8B
 
   dflash-tools inspect --author z-lab --search DFlash
 """
@@ -88,11 +96,14 @@ def inspect_command(
         typer.Option("-k", "--num-speculative-tokens", min=1, help="Serving K to check against the trained geometry."),
     ] = None,
     engine: Annotated[
-        str | None,
+        list[str] | None,
         typer.Option(
             "--engine",
-            metavar="vllm",
-            help="Check how the serving engine installed in this Python environment (vllm) will serve the draft.",
+            metavar="ENGINE",
+            help="What an engine release will do with the draft, and its launch line: sglang, vllm==0.33.0, "
+            "vllm==0.34.0 (their rules; they need not be installed), all (every one), or vllm (the vLLM installed "
+            "in this Python environment). Repeat it or separate names with commas.",
+            show_default=False,
         ),
     ] = None,
     revision: Annotated[str | None, typer.Option("--revision", help="Hub branch, tag or commit of the draft.")] = None,
@@ -140,16 +151,23 @@ def inspect_command(
                 "[yellow]warning:[/yellow] --token on the command line is visible to other users; prefer HF_TOKEN"
             )
         target_spec = load_target(target, revision=target_revision, token=token, timeout=timeout) if target else None
-        if engine is not None and engine not in ENGINES:
-            raise UsageError(f"--engine {engine}: unknown engine", f"choose one of: {', '.join(ENGINES)}")
-        vllm = detect_vllm() if engine == "vllm" else None
+        try:
+            specs, installed_vllm = resolve_engine_specs(engine or [])
+        except ValueError as exc:
+            raise UsageError(f"--engine {exc}", f"choose from: {', '.join(engine_choices())}") from None
+        vllm = detect_vllm() if installed_vllm else None
 
         def run(name: str) -> InspectReport | DflashToolsError:
             try:
                 loaded = load_checkpoint(name, revision=revision, token=token, timeout=timeout)
-                if vllm is not None:
-                    return inspect_for_vllm(
-                        loaded, vllm, target=target_spec, num_speculative_tokens=num_speculative_tokens
+                if specs or vllm is not None:
+                    return inspect_for_engines(
+                        loaded,
+                        specs,
+                        installed_vllm=vllm,
+                        target=target_spec,
+                        target_name=target,
+                        num_speculative_tokens=num_speculative_tokens,
                     )
                 return inspect_loaded(loaded, target=target_spec, num_speculative_tokens=num_speculative_tokens)
             except DflashToolsError as exc:
@@ -333,12 +351,73 @@ def render_report(
             for row in report.to_dict(include_tensors=True)["tensor_table"]
         ]
         table_or_blocks(console, ("name", "dtype", "shape", "bytes", "file"), table_rows, title="tensors")
+    engines = doc.get("engines") or {}
+    if engines and not quiet:
+        render_engines(console, engines)
     fixes: list[Fix] = []
     if report.findings:
         print_line(console, "findings", style="bold")
         print_findings(console, [f.to_dict() for f in report.findings], fixes)
     print_fixes(console, fixes)
+    if engines and not quiet:
+        print_launches(console, engines)
     print_line(console, _verdict(report))
+
+
+_OUTCOME_STYLE = {
+    "served": "green",
+    "served-with-plugin": "green",
+    "served-wrong": "bold red",
+    "misaligned": "bold red",
+    "refused": "bold red",
+    "unsupported": "bold red",
+}
+
+
+def _engine_cells(view: dict[str, Any]) -> list[tuple[str, str]]:
+    """(row label, value) for one engine, each value short enough for a table cell."""
+
+    def with_source(value: Any, source: Any) -> str:
+        if value is None:
+            return "-" if source is None else f"? ({source})"
+        return f"{value} ({source})" if source else str(value)
+
+    ids = view["target_layer_ids"]
+    return [
+        ("serves", view["outcome"]),
+        ("layout", view["layout"] or "-"),
+        ("block", with_source(view["block_size"], view["block_size_source"])),
+        ("K", str(view["draft_tokens"]) if view["draft_tokens"] is not None else "-"),
+        ("layers", with_source(" ".join(str(i) for i in ids) if ids else None, view["target_layer_ids_source"])),
+        ("mask id", str(view["mask_token_id"]) if view["mask_token_id"] is not None else "-"),
+        ("as trained", "yes" if view["matches_training"] else "no"),
+    ]
+
+
+def render_engines(console: Console, engines: dict[str, dict[str, Any]]) -> None:
+    """One column per engine release when it fits the width; else one block per release."""
+    specs = list(engines)
+    cells = {spec: _engine_cells(view) for spec, view in engines.items()}
+    labels = [label for label, _ in cells[specs[0]]]
+    rows: list[list[str | Text]] = []
+    for index, label in enumerate(labels):
+        row: list[str | Text] = [label]
+        for spec in specs:
+            value = cells[spec][index][1]
+            row.append(Text(value, style=_OUTCOME_STYLE.get(value, "")) if label == "serves" else value)
+        rows.append(row)
+    print_line(console, "engines", style="bold")
+    names = [f"{engines[key]['engine']}=={engines[key]['version']}" for key in specs]
+    table = plain_table(["", *names], rows)
+    if fits(console, table):
+        print_unpadded(console, table)
+        return
+    for spec, name in zip(specs, names, strict=True):
+        outcome = engines[spec]["outcome"]
+        print_line(console, Text.assemble((name, "bold"), "  ", (outcome, _OUTCOME_STYLE.get(outcome, ""))))
+        segments = [f"{label} {value}" for label, value in cells[spec][1:]]
+        for line in pack(segments, console_width(console), first="  ", indent="  "):
+            print_line(console, line)
 
 
 def render_summary(
@@ -391,3 +470,19 @@ def render_summary(
             for line in wrap_words(f"{printable(name)}: {printable(result.message)}", width, "  "):
                 print_line(console, line, style="red")
     print_line(console, verdict_line)
+
+
+def print_launches(console: Console, engines: dict[str, dict[str, Any]]) -> None:
+    """Each engine's launch line whole on a line of its own, after a `#` comment naming it."""
+    print_line(console, "launch (copy a command line and run it):", style="bold")
+    for view in engines.values():
+        spec = f"{view['engine']}=={view['version']}"
+        command = view.get("launch_command")
+        if not command:
+            why = f": {view['outcome']}" if view["outcome"] not in ("served", "served-with-plugin") else ""
+            print_line(console, f"# {spec}: no launch line{why} (see the findings above)", style="dim")
+            continue
+        placeholders = view.get("launch_placeholders") or []
+        note = f"; replace {', '.join(placeholders)} with the target model first" if placeholders else ""
+        print_line(console, f"# {spec}{note}", style="dim")
+        print_line(console, printable(command))

@@ -65,7 +65,11 @@ class _Evidence:
             desc=desc,
             proposals=[p for p in (desc.proposal_speculative_tokens or []) if _positive_int(p)],
             stated_blocks={k: v for k, v in desc.block_size_values.items() if _positive_int(v)},
-            stated_layouts={k: v for k, v in desc.sample_from_anchor_values.items() if isinstance(v, bool)},
+            stated_layouts={
+                **{k: v for k, v in desc.sample_from_anchor_values.items() if isinstance(v, bool)},
+                # shift_label, the DeepSpec markers: statements of the layout a flag must not contradict silently.
+                **{e.key: e.sample_from_anchor for e in desc.layout_evidence},
+            },
         )
 
 
@@ -182,7 +186,11 @@ def _layout_from_flag(
             f"speculative_tokens = {evidence_block - 1} = block_size - 1 is what a bonus-anchor draft stores; "
             f"it is rewritten to {evidence_block}"
         )
-    return replace(probe, sample_from_anchor_values={sample_from_anchor_key(evidence.family): sample_from_anchor})
+    return replace(
+        probe,
+        sample_from_anchor_values={sample_from_anchor_key(evidence.family): sample_from_anchor},
+        layout_evidence=(),
+    )
 
 
 def _resolve_or_refuse(probe: DraftDescription) -> Geometry:
@@ -229,8 +237,10 @@ def _note_unstated_layout(evidence: _Evidence, geometry: Geometry, notes: _Notes
     if source is ValueSource.EXPLICIT:
         return
     sfa = geometry.sample_from_anchor
-    if source is ValueSource.INFERRED and evidence.stated_layouts:
-        why = f"found only at {', '.join(evidence.stated_layouts)}"
+    if source is ValueSource.INFERRED and evidence.desc.sample_from_anchor_values:
+        why = f"found only at {', '.join(evidence.desc.sample_from_anchor_values)}"
+    elif source is ValueSource.INFERRED and evidence.desc.layout_evidence:
+        why = f"inferred from {evidence.desc.layout_evidence[0].why}"
     elif source is ValueSource.INFERRED:
         why = "absent; the proposal count (block_size - 1) says bonus-anchor"
     else:
@@ -256,7 +266,8 @@ def _fix_proposal_counts(evidence: _Evidence, geometry: Geometry, notes: _Notes)
                 continue
             key = f"speculators_config.proposal_methods[{index}].speculative_tokens"
             why = (
-                "files written before April 2026 stored block_size here by mistake"
+                "files written before April 2026 stored block_size here by mistake; if the draft was trained "
+                "anchor-first, pass --sample-from-anchor instead"
                 if tokens == block and not sfa
                 else "it must equal the trained K_max"
             )
@@ -276,7 +287,7 @@ def _fix_proposal_counts(evidence: _Evidence, geometry: Geometry, notes: _Notes)
 def _refuse_ambiguity(probe: DraftDescription, findings: list[Finding]) -> None:
     """Explicit values that conflict, or are not values at all: only the user can settle them."""
     block_keys = set(probe.block_size_values)
-    layout_keys = set(probe.sample_from_anchor_values)
+    layout_keys = set(probe.sample_from_anchor_values) | {e.key for e in probe.layout_evidence}
     for finding in findings:
         keys = set(finding.keys)
         if finding.code in ("DFT006", "DFT010") and keys and keys <= layout_keys:

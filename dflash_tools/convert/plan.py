@@ -9,6 +9,7 @@ dialects: `translate`) as a byte-preserving edit (`json_edit`), and lists the te
 from __future__ import annotations
 
 import difflib
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,10 +19,12 @@ from dflash_tools.convert.decide import Decision, decide_geometry
 from dflash_tools.convert.json_edit import dumps_like, same_json
 from dflash_tools.convert.repack import TensorEdits
 from dflash_tools.convert.translate import TARGET_FAMILIES, check_cross_dialect, fill_missing_verifier, render_cross
-from dflash_tools.draft.description import Dialect, DraftDescription
+from dflash_tools.draft.description import Algorithm, Dialect, DraftDescription
+from dflash_tools.draft.findings import Severity
 from dflash_tools.draft.geometry import Geometry, resolve_geometry
 from dflash_tools.draft.target import TargetSpec, load_target
 from dflash_tools.draft.tensors import Requirement, expected_tensors
+from dflash_tools.engines import ENGINE_RULES, json_key
 from dflash_tools.errors import OperationError, SourceError, UsageError
 from dflash_tools.files.hf_cache import is_in_hf_cache
 from dflash_tools.inspect import InspectReport, inspect_loaded
@@ -31,6 +34,8 @@ from dflash_tools.reading.checkpoint import (
 )
 from dflash_tools.reading.local import load_following_links
 from dflash_tools.reading.source import load_checkpoint
+from dflash_tools.serving.engine_model import DraftFacts
+from dflash_tools.serving.engine_view import engine_view
 
 # Longest first: `model.draft_model.x` must lose both parts.
 _TENSOR_PREFIXES = ("model.draft_model.", "draft_model.", "model.")
@@ -67,6 +72,8 @@ class ConvertPlan:
     tensor_changes: list[TensorChange] = field(default_factory=list)
     target: TargetSpec | None = None
     output_geometry: Geometry | None = None  # what the written config says, as inspect reads it
+    # `--for ENGINE`: what each engine release does with the written config (engine_view, in short).
+    engines: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def original_text(self) -> str:
@@ -123,6 +130,7 @@ class ConvertPlan:
             "warnings": list(self.warnings),
             "config": {"changed": self.config_changed, "changed_keys": self.changed_keys(), "diff": self.diff()},
             "tensors": {"changes": [c.to_dict() for c in self.tensor_changes]},
+            "engines": dict(self.engines),
             "changed": self.changed,
         }
 
@@ -138,14 +146,27 @@ def plan_conversion(
     revision: str | None = None,
     token: str | None = None,
     timeout: float | None = None,
+    for_engines: list[str] | None = None,
 ) -> ConvertPlan:
     """Decide the output config and tensor edits; reads config and headers only, writes nothing.
+
+    `for_engines` (`engine==version` specs, as `serving.engine_view.resolve_engine_specs` gives
+    them): write the form those releases read (SGLang: z-lab), and refuse a draft one of them
+    cannot serve as trained, saying why.
 
     Raises SourceError (unreachable source), UsageError (bad option values) or OperationError
     (a refused conversion: the message says why and which flag settles it).
     """
     if to is not None and to not in TARGET_FAMILIES:
         raise UsageError(f"--to {to}: expected one of {', '.join(TARGET_FAMILIES)}", "drop --to to keep the dialect")
+    engines = list(for_engines or [])
+    for spec in engines:
+        rules = ENGINE_RULES.get(spec)
+        if rules is None:
+            raise UsageError(f"--for {spec}: no table for that release", f"choose from: {', '.join(ENGINE_RULES)}")
+        formats = rules.reads_format(to) if to is not None else None
+        if formats is not None and not formats.read:
+            raise UsageError(f"--for {spec} --to {to}: {spec} reads no {to} config", "drop --to, or choose another")
     if block_size is not None and block_size < 1:
         raise UsageError(f"--block-size {block_size}: must be a positive integer", "pass the trained block size")
     loaded = (
@@ -172,13 +193,22 @@ def plan_conversion(
         raise OperationError(f"{name}: cannot convert: {reason}", "run `dflash-tools inspect` on it for details")
 
     family = desc.dialect.family
-    destination = to or family
+    destination = to or _destination_for(engines, family, desc, name)
     cross = destination != family
     if cross:
         check_cross_dialect(desc, destination)
 
     decisions: list[Decision] = []
     warnings: list[str] = []
+    if to is None and cross:
+        decisions.append(
+            Decision(
+                "dialect",
+                destination,
+                "flag",
+                f"--for {', '.join(engines)}: {family} configs are not read there; written in {destination} form",
+            )
+        )
     geometry = decide_geometry(
         desc, block_size, sample_from_anchor, force=force, decisions=decisions, warnings=warnings
     )
@@ -208,10 +238,66 @@ def plan_conversion(
         target=target_spec,
         output_geometry=resolve_geometry(output_desc)[0],
     )
+    if engines:
+        plan.engines = _check_engines(plan, output_desc, engines)
     plan.tensor_changes = _tensor_changes(loaded, output_desc, destination, cross)
     if not loaded.weights_inspected:
         warnings.append("weights were not inspected (no safetensors headers): only config.json is converted")
     return plan
+
+
+def _destination_for(engines: list[str], family: str, desc: DraftDescription, source: str) -> str:
+    """The dialect family every engine of `--for` reads: the source's own when it can, else z-lab
+    (SGLang reads no speculators configs; convert translates DFlash and DFlash2 only)."""
+    unread = [spec for spec in engines if not _reads(spec, family)]
+    if not unread:
+        return family
+    translatable = family == "speculators" and desc.algorithm in (Algorithm.DFLASH, Algorithm.DFLASH2)
+    if translatable and all(_reads(spec, "zlab") for spec in engines):
+        return "zlab"
+    names = ", ".join(unread)
+    raise OperationError(
+        f"--for {names}: {names} reads no {family} config, and dflash-tools cannot write this "
+        f"{desc.algorithm.value} draft in a form it reads",
+        f"serve it with an engine that reads it: `dflash-tools inspect {shlex.quote(source)} --engine all` says which",
+    )
+
+
+def _reads(spec: str, family: str) -> bool:
+    rule = ENGINE_RULES[spec].reads_format(family)
+    return rule is not None and rule.read
+
+
+def _check_engines(plan: ConvertPlan, output_desc: DraftDescription, engines: list[str]) -> dict[str, dict[str, Any]]:
+    """What each `--for` engine does with the written config; refuse one that cannot serve it."""
+    facts = DraftFacts.of(
+        plan.config,
+        output_desc,
+        plan.output_geometry,
+        source=plan.loaded.source,
+        draft="OUT",
+        target_spec=plan.target,
+    )
+    verdicts: dict[str, dict[str, Any]] = {}
+    for spec in engines:
+        view = engine_view(ENGINE_RULES[spec], facts)
+        errors = [f for f in view.findings if f.severity is Severity.ERROR]
+        if not view.serves_as_trained or errors:
+            reason = view.refusal or (errors[0].message if errors else view.outcome.value)
+            hint = errors[0].hint if errors and errors[0].hint else f"drop --for {spec}"
+            raise OperationError(f"--for {spec}: {spec} cannot serve this draft as trained: {reason}", hint)
+        plan.warnings.extend(f.message for f in view.findings if f.severity is Severity.WARNING)
+        verdicts[json_key(ENGINE_RULES[spec])] = {
+            "outcome": view.outcome.value,
+            "layout": view.layout.value if view.layout else None,
+            "block_size": view.block_size,
+            "block_size_source": view.block_size_source,
+            "draft_tokens": view.draft_tokens,
+            "matches_training": view.matches_training,
+            "plugin": view.plugin,
+            "findings": [f.code for f in view.findings],
+        }
+    return verdicts
 
 
 def follow_cache_links(loaded: LoadedCheckpoint) -> LoadedCheckpoint:

@@ -55,6 +55,7 @@ def convert_checkpoint(
     push_to_hub: str | None = None,
     create_pr: bool = True,
     commit_message: str | None = None,
+    for_engines: list[str] | None = None,
 ) -> ConvertResult:
     """Convert `source` into `output` (a new folder), or rewrite it `in_place`.
 
@@ -94,6 +95,7 @@ def convert_checkpoint(
             force=force,
             token=token,
             timeout=timeout,
+            for_engines=for_engines,
         )
         destination: Path | None
         if in_place:

@@ -13,7 +13,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from dflash_tools.draft.description import Algorithm, DecoderSpec, DFlash2Spec, DraftDescription
+from dflash_tools.draft.description import Algorithm, DecoderSpec, DFlash2Spec, DraftDescription, LayoutEvidence
 from dflash_tools.draft.findings import Finding, make_finding
 
 _MISSING = object()
@@ -275,3 +275,22 @@ def sliding_window_non_causal(desc: DraftDescription) -> bool:
     if desc.sliding_window_non_causal is not None:
         return desc.sliding_window_non_causal
     return SLIDING_WINDOW_NON_CAUSAL_DEFAULT[desc.algorithm]
+
+
+def shift_label_evidence(*views: ConfigView) -> tuple[LayoutEvidence, ...]:
+    """`shift_label` where each view has it: Domino-style configs say the layout this way.
+
+    True means the training labels were shifted by one (position 0 predicts anchor + 1): the
+    anchor-first layout; false, the bonus layout. A value that is not a boolean is a DFT006.
+    """
+    evidence = []
+    for view in views:
+        value = view.get_bool("shift_label")
+        if value is not None:
+            meaning = "position 0 predicts anchor + 1: anchor-first" if value else "position 0 is the anchor: bonus"
+            evidence.append(
+                LayoutEvidence(
+                    view.path("shift_label"), value, f"{view.path('shift_label')} = {str(value).lower()} ({meaning})"
+                )
+            )
+    return tuple(evidence)

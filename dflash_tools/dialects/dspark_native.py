@@ -2,6 +2,11 @@
 
 No `sample_from_anchor` key means anchor-first (true). `target_layer_ids` are 0-based, and -1 is
 the embedding output.
+
+DeepSpec also publishes plain DFlash drafts in this form (`dflash_qwen3_8b_block7` and its
+siblings): `Qwen3DSparkModel` with `markov_rank: 0` (no Markov head), a top-level `block_size`
+that is K, and no `sample_from_anchor` although they were trained anchor-first. `read` records
+that layout as evidence, so that inspect names it and says what each engine does with it.
 """
 
 from __future__ import annotations
@@ -10,7 +15,7 @@ import copy
 from typing import Any
 
 from dflash_tools.dialects._common import ConfigInvalid, ConfigView, architectures, read_decoder
-from dflash_tools.draft.description import Algorithm, Dialect, DraftDescription, DSparkSpec
+from dflash_tools.draft.description import Algorithm, Dialect, DraftDescription, DSparkSpec, LayoutEvidence
 from dflash_tools.draft.geometry import Geometry
 
 DIALECTS = (Dialect.DSPARK_NATIVE,)
@@ -32,6 +37,16 @@ def read(config: dict[str, Any], dialect: Dialect) -> DraftDescription:
         top.require("target_layer_ids", None)
         raise ConfigInvalid(top.findings)
     markov_rank = top.get_int("markov_rank", 0, minimum=0) or 0
+    evidence: tuple[LayoutEvidence, ...] = ()
+    if is_deepspec_dflash(config):
+        evidence = (
+            LayoutEvidence(
+                "architectures",
+                True,
+                "DeepSpec's DFlash layout (Qwen3DSparkModel, markov_rank 0, no dflash_config): trained anchor-first, "
+                "position j predicting anchor + j + 1",
+            ),
+        )
     return DraftDescription(
         dialect=dialect,
         algorithm=Algorithm.DSPARK,
@@ -45,6 +60,7 @@ def read(config: dict[str, Any], dialect: Dialect) -> DraftDescription:
         sample_from_anchor_values=(
             {"sample_from_anchor": config["sample_from_anchor"]} if "sample_from_anchor" in config else {}
         ),
+        layout_evidence=evidence,
         num_target_layers=top.get_int("num_target_layers"),
         dspark=DSparkSpec(
             markov_rank=markov_rank,
@@ -54,6 +70,17 @@ def read(config: dict[str, Any], dialect: Dialect) -> DraftDescription:
         ),
         raw_config=config,
         reader_findings=top.findings,
+    )
+
+
+def is_deepspec_dflash(config: dict[str, Any]) -> bool:
+    """DeepSpec's DFlash drafts in DSpark form, which do not say they are anchor-first."""
+    return (
+        "Qwen3DSparkModel" in architectures(config)
+        and config.get("markov_rank") == 0
+        and not isinstance(config.get("markov_rank"), bool)
+        and "dflash_config" not in config
+        and "sample_from_anchor" not in config
     )
 
 

@@ -18,6 +18,7 @@ from dflash_tools.dialects._common import (
     merge_ordered,
     read_decoder,
     read_dflash2_keys,
+    shift_label_evidence,
     sliding_window_non_causal,
 )
 from dflash_tools.draft.description import Algorithm, Dialect, DraftDescription, DSparkSpec
@@ -106,6 +107,7 @@ def read(config: dict[str, Any], dialect: Dialect) -> DraftDescription:
         draft_vocab_size=vocab,
         block_size_values=block_values,
         sample_from_anchor_values=sfa_values,
+        layout_evidence=shift_label_evidence(top),
         proposal_speculative_tokens=proposal_tokens(config),
         target_hidden_size=top.get_int("target_hidden_size"),
         sliding_window_non_causal=top.get_bool("sliding_window_non_causal"),

@@ -18,6 +18,7 @@ from dflash_tools.dialects._common import (
     merge_ordered,
     read_decoder,
     read_dflash2_keys,
+    shift_label_evidence,
     sliding_window_non_causal,
 )
 from dflash_tools.draft.description import (
@@ -92,6 +93,7 @@ def read(config: dict[str, Any], dialect: Dialect) -> DraftDescription:
         draft_vocab_size=decoder.vocab_size,
         block_size_values=block_values,
         sample_from_anchor_values=sfa_values,
+        layout_evidence=shift_label_evidence(dflash, top),
         num_target_layers=top.get_int("num_target_layers") or dflash.get_int("num_target_layers"),
         target_hidden_size=dflash.get_int("target_hidden_size") or top.get_int("target_hidden_size"),
         is_causal=top.get_bool("is_causal"),

@@ -83,13 +83,28 @@ class DSparkSpec:
     confidence_head_with_markov: bool = False
 
 
+@dataclass(frozen=True)
+class LayoutEvidence:
+    """A statement of the trained layout under another key than `sample_from_anchor`.
+
+    `key` is where it was found (a dotted path, or `architectures` for a layout recognized by
+    its markers), `sample_from_anchor` what it means, `why` the sentence that says so. Geometry
+    weighs it against the `sample_from_anchor` values (docs/inspect.md, "Geometry").
+    """
+
+    key: str
+    sample_from_anchor: bool
+    why: str
+
+
 @dataclass
 class DraftDescription:
     """One draft, independent of the dialect it was read from.
 
     `block_size_values` and `sample_from_anchor_values` map each location the dialect keeps the
     value in (a dotted key path such as `dflash_config.block_size`) to the raw value found there;
-    absent locations are not listed. `target_layer_ids` is always in the z-lab convention
+    absent locations are not listed. `layout_evidence` holds what other keys say about the layout
+    (`shift_label`, the DeepSpec markers). `target_layer_ids` is always in the z-lab convention
     (0-based index of the target layer whose output is captured).
     """
 
@@ -103,6 +118,7 @@ class DraftDescription:
     draft_vocab_size: int
     block_size_values: dict[str, Any] = field(default_factory=dict)
     sample_from_anchor_values: dict[str, Any] = field(default_factory=dict)
+    layout_evidence: tuple[LayoutEvidence, ...] = ()
     proposal_speculative_tokens: list[int] | None = None
     num_target_layers: int | None = None
     target_hidden_size: int | None = None

@@ -67,6 +67,23 @@ _CATALOGUE: tuple[CodeInfo, ...] = (
         "DFT053", Severity.INFO, "the installed vLLM serves this anchor-first draft (natively or with the plugin)"
     ),
     CodeInfo("DFT058", Severity.WARNING, "config value an engine reads is far outside what real checkpoints use"),
+    CodeInfo(
+        "DFT070", Severity.ERROR, "the engine reads no config of this format, or has no loader for its architecture"
+    ),
+    CodeInfo(
+        "DFT071", Severity.ERROR, "the engine would serve the draft without an error, but not as trained (layout, keys)"
+    ),
+    CodeInfo(
+        "DFT072",
+        Severity.WARNING,
+        "the engine falls back to a block size or draft count the draft was not trained with",
+    ),
+    CodeInfo("DFT073", Severity.ERROR, "the target layers the engine captures differ from the trained ones"),
+    CodeInfo("DFT074", Severity.ERROR, "the engine refuses the draft when it loads it"),
+    CodeInfo(
+        "DFT075", Severity.WARNING, "what the engine uses depends on the target, and cannot be checked from the draft"
+    ),
+    CodeInfo("DFT076", Severity.INFO, "served as trained only with the dflash-tools vLLM plugin on the serving host"),
     CodeInfo("DFT059", Severity.ERROR, "duplicated JSON key with different values (readers disagree on which wins)"),
     CodeInfo("DFT060", Severity.WARNING, "duplicated JSON key repeating the same value"),
     CodeInfo("DFT061", Severity.ERROR, "string with a lone surrogate: not Unicode, refused by strict JSON readers"),

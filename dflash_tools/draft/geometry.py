@@ -211,6 +211,14 @@ def resolve_geometry(
     return geometry, findings
 
 
+def trained_layout(desc: DraftDescription) -> tuple[bool, ValueSource]:
+    """sample_from_anchor and how it was decided, as `resolve_geometry` decides it, also when the
+    block size is unknown (the engine view needs the layout of a draft without one)."""
+    block_size, _, _ = resolve_block_size(desc)
+    sample_from_anchor, source, _ = _resolve_sample_from_anchor(desc, block_size)
+    return sample_from_anchor, source
+
+
 def _resolve_sample_from_anchor(
     desc: DraftDescription, block_size: int | None
 ) -> tuple[bool, ValueSource, list[Finding]]:
@@ -241,12 +249,30 @@ def _resolve_sample_from_anchor(
             )
         )
     primary = sample_from_anchor_key(family)
+    evidence = desc.layout_evidence
+    stated = {**booleans, **{e.key: e.sample_from_anchor for e in evidence}}
+    if evidence and len(set(stated.values())) > 1 and len(set(booleans.values())) <= 1:
+        # Another key states the other layout: never a silent pick (docs/inspect.md, "Geometry").
+        findings.append(
+            make_finding(
+                "DFT010",
+                "the layout is stated two ways: "
+                + "; ".join([f"{key}={value!r}" for key, value in booleans.items()] + [e.why for e in evidence]),
+                "decide the trained layout and run `dflash-tools convert SRC -o OUT --sample-from-anchor` "
+                "(or --no-sample-from-anchor)",
+                keys=tuple(stated),
+                values=stated,
+            )
+        )
     if primary in booleans:
         return booleans[primary], ValueSource.EXPLICIT, findings
     if booleans:
         # Found only in a mirror location engines do not read (z-lab top level).
         key, value = next(iter(booleans.items()))
         return value, ValueSource.INFERRED, findings
+    if evidence:
+        # shift_label, or a layout recognized by its markers (DeepSpec): inferred, and said so.
+        return evidence[0].sample_from_anchor, ValueSource.INFERRED, findings
 
     if family == "open-spec":
         findings.append(
@@ -271,6 +297,8 @@ def _sfa_not_explicit(desc: DraftDescription, sfa: bool, source: ValueSource) ->
     primary = sample_from_anchor_key(family)
     if source is ValueSource.INFERRED and desc.sample_from_anchor_values:
         why = f"found only at {', '.join(desc.sample_from_anchor_values)}; engines read {primary}"
+    elif source is ValueSource.INFERRED and desc.layout_evidence:
+        why = f"absent; inferred from {desc.layout_evidence[0].why}"
     elif source is ValueSource.INFERRED:
         why = "absent; inferred from the proposal count (speculative_tokens = block_size - 1)"
     else:
@@ -297,10 +325,29 @@ def _check_proposal_tokens(
         if not _is_positive_int(tokens):
             message = f"{key} is {tokens!r}, not a positive integer"
         elif sfa_source is not ValueSource.EXPLICIT and tokens == block_size:
+            # Two readings, and the file cannot tell them apart: say both, pick neither silently.
             message = (
-                f"{key} = {tokens} equals block_size {block_size}: files written before April 2026 stored "
-                f"block_size here by mistake; a bonus-anchor draft trains K_max = {k_max}"
+                f"{key} = {tokens} equals block_size {block_size}, which is ambiguous: speculators saves before "
+                f"April 2026 stored block_size here by mistake (a bonus-anchor draft, K_max = {block_size - 1}), "
+                f"and an anchor-first draft stores its K_max = {block_size} here; sample_from_anchor is not "
+                f"stated, so the {layout_name(sfa)} reading is assumed"
             )
+            findings.append(
+                make_finding(
+                    "DFT012",
+                    message,
+                    "an older save: run `dflash-tools convert SRC -o OUT --no-sample-from-anchor`; if the draft "
+                    "was trained anchor-first, pass --sample-from-anchor there instead",
+                    keys=(key, "block_size", "sample_from_anchor"),
+                    values={
+                        key: tokens,
+                        "block_size": block_size,
+                        "sample_from_anchor": sfa,
+                        "readings": ["bonus-anchor (speculators save before April 2026)", "anchor-first"],
+                    },
+                )
+            )
+            continue
         else:
             message = (
                 f"{key} = {tokens} but block_size {block_size} with sample_from_anchor={str(sfa).lower()} "

@@ -2,12 +2,21 @@
 
 Plain frozen dataclasses (not pydantic): the tables are constants read in every vLLM process by
 the plugin and on every `inspect --engine`, and they are rendered into `docs/engines.md`.
+
+Vocabulary. A *path* is how the engine serves a draft: SGLang's `--speculative-algorithm`
+(`DFLASH`, `DSPARK`) or vLLM's `method` (`dflash`, `dspark`). A *location* is a dotted key path
+in the draft's config.json as the dialect family writes it (`dflash_config.block_size`, the
+top-level `block_size`); an engine tries the locations of a key in order and the first present
+wins. Every rule cites the engine file (and function) it comes from, relative to the root of the
+released wheel, so that a test can find it there.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
 
 
 class Layout(StrEnum):
@@ -25,6 +34,7 @@ class Outcome(StrEnum):
     REFUSED = "refused"  # the engine fails loudly (at start-up or when it builds the drafter)
     MISALIGNED = "misaligned"  # served without an error in the wrong layout: acceptance collapses
     UNSUPPORTED = "unsupported"  # the engine has no loader for it at all
+    SERVED_WRONG = "served-wrong"  # served without an error, but not as trained (keys ignored, weights dropped)
 
 
 @dataclass(frozen=True)
@@ -52,6 +62,95 @@ class QueryCountSite:
     plugin: str = ""
 
 
+class WhenMissing(StrEnum):
+    """What an engine does when none of a key's locations is present."""
+
+    DEFAULT = "default"  # uses `default`
+    DERIVED = "derived"  # computes a value from other keys (how: the rule's note)
+    LOOKED_UP = "looked-up"  # looks it up elsewhere at start-up (the target's tokenizer)
+    REFUSED = "refused"  # fails at start-up
+    NOT_READ = "not read"  # the path never reads the key (`locations` is empty)
+
+
+@dataclass(frozen=True)
+class KeyRead:
+    """One config key an engine path reads: where (in precedence order), the default, the cite.
+
+    `shift` is added to a value read at a location to bring layer ids into the z-lab convention
+    (0-based index of the target layer whose output is captured): a `hidden_states` index such as
+    speculators' `aux_hidden_state_layer_ids` is one more than the z-lab id.
+    """
+
+    key: str
+    path: str
+    locations: tuple[str, ...]
+    cite: str
+    default: Any = None
+    when_missing: WhenMissing = WhenMissing.DEFAULT
+    note: str = ""
+    shift: tuple[tuple[str, int], ...] = ()
+    # A rule for configs of one dialect family only (the engine translates that format first);
+    # it takes precedence over the rule for every family (None).
+    family: str | None = None
+
+    def shift_for(self, location: str) -> int:
+        return dict(self.shift).get(location, 0)
+
+
+@dataclass(frozen=True)
+class FormatRule:
+    """Whether the release reads configs of one dialect family ("zlab", "speculators", ...)."""
+
+    family: str
+    read: bool
+    cite: str
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Route:
+    """Drafts of one algorithm are served on `path`; `architectures` lists the `architectures[0]`
+    values the release has a loader for (a speculators config is translated by the engine, which
+    writes its own architecture, so only z-lab and native forms are checked against the list)."""
+
+    algorithm: str
+    path: str
+    architectures: tuple[str, ...]
+    cite: str
+
+
+@dataclass(frozen=True)
+class Check:
+    """A rule the engine enforces when it loads a draft, stated in our words.
+
+    `name` is stable: `serving.engine_view` implements each name once and a test keeps every
+    table's names implemented. `outcome` is what breaking the rule leads to.
+    """
+
+    name: str
+    path: str
+    keys: tuple[str, ...]
+    rule: str
+    cite: str
+    outcome: Outcome = Outcome.REFUSED
+
+
+@dataclass(frozen=True)
+class LaunchFlag:
+    """One piece of the launch line: `role` says what `serving.launch` puts there.
+
+    Roles: "program" (the command), "target", "algorithm", "draft", "draft-revision",
+    "draft-tokens" (SGLang DFLASH: the verify window), "dspark-block-size" (SGLang DSPARK: the
+    number of drafts), "speculative-config" (vLLM: the JSON with method, model and K), "env"
+    (an environment variable, `name=value`).
+    """
+
+    role: str
+    name: str
+    meaning: str
+    cite: str
+
+
 @dataclass(frozen=True)
 class EngineRules:
     """One engine release: the rules `inspect --engine`, `convert`, the plan and the plugin share."""
@@ -69,6 +168,17 @@ class EngineRules:
     # How the plugin does it on this release, in a sentence (docs/tier-vllm.md explains why).
     plugin_route: str = ""
     notes: tuple[str, ...] = field(default_factory=tuple)
+    # Where the dflash-tools engine view is built from (added with the SGLang table).
+    formats: tuple[FormatRule, ...] = ()
+    routes: tuple[Route, ...] = ()
+    keys: tuple[KeyRead, ...] = ()
+    checks: tuple[Check, ...] = ()
+    launch: tuple[LaunchFlag, ...] = ()
+    # The target layers the release captures for a draft whose config names none, as z-lab ids,
+    # from (target layers, draft layers); None where it has no rule for that.
+    derive_target_layer_ids: Callable[[int, int], list[int]] | None = None
+    # The release captures the ids sorted and without duplicates, whatever order the config uses.
+    captures_sorted: bool = False
 
     @property
     def spec(self) -> str:
@@ -80,3 +190,39 @@ class EngineRules:
             if rule.algorithm == algorithm and rule.layout is layout:
                 return rule
         return None
+
+    def reads_format(self, family: str) -> FormatRule | None:
+        return next((rule for rule in self.formats if rule.family == family), None)
+
+    def route(self, algorithm: str) -> Route | None:
+        return next((route for route in self.routes if route.algorithm == algorithm), None)
+
+    def key(self, key: str, path: str, family: str | None = None) -> KeyRead | None:
+        """How `path` reads `key`; a rule for the config's dialect family wins over the general one."""
+        candidates = [rule for rule in self.keys if rule.key == key and rule.path == path]
+        specific = [rule for rule in candidates if family is not None and rule.family == family]
+        general = [rule for rule in candidates if rule.family is None]
+        found = specific or general
+        return found[0] if found else None
+
+    def checks_on(self, path: str) -> tuple[Check, ...]:
+        return tuple(check for check in self.checks if check.path == path)
+
+    def flag(self, role: str) -> LaunchFlag | None:
+        return next((flag for flag in self.launch if flag.role == role), None)
+
+    def flags(self, role: str) -> tuple[LaunchFlag, ...]:
+        return tuple(flag for flag in self.launch if flag.role == role)
+
+    def cites(self) -> list[str]:
+        """Every citation in the table (the tiers check each against the released files)."""
+        items: list[Any] = [
+            *self.layouts,
+            *self.formats,
+            *self.routes,
+            *self.keys,
+            *self.checks,
+            *self.launch,
+            *self.query_count_sites,
+        ]
+        return [item.cite for item in items]

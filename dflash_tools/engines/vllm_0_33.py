@@ -5,7 +5,8 @@ File references are to the released wheel's `vllm/` package.
 
 from __future__ import annotations
 
-from dflash_tools.engines._model import EngineRules, Layout, LayoutRule, Outcome, QueryCountSite
+from dflash_tools.engines import _vllm_reads
+from dflash_tools.engines._model import EngineRules, LaunchFlag, Layout, LayoutRule, Outcome, QueryCountSite
 
 _SPECULATOR = "vllm/v1/worker/gpu/spec_decode/dflash/speculator.py"
 
@@ -19,6 +20,26 @@ RULES = EngineRules(
     plugin_supported=True,
     plugin_route="wrappers around the five functions that fix the query layout, installed by a "
     "general plugin after their source fingerprints match",
+    formats=_vllm_reads.FORMATS,
+    routes=_vllm_reads.ROUTES,
+    keys=_vllm_reads.keys(
+        dspark_layout_cite="vllm/v1/worker/gpu/spec_decode/dspark/speculator.py: DSparkSpeculator.__init__",
+        dspark_k_cite="vllm/config/speculative.py: SpeculativeConfig.__post_init__",
+    ),
+    checks=_vllm_reads.checks(),
+    derive_target_layer_ids=_vllm_reads.default_capture_layer_ids,
+    captures_sorted=True,
+    launch=_vllm_reads.launch(
+        runner_env=(
+            LaunchFlag(
+                "env",
+                "VLLM_USE_V2_MODEL_RUNNER=1",
+                "the V2 model runner: the only one for DFlash2, DSpark, mixed sliding/full drafts and (with the "
+                "plugin) anchor-first drafts; vLLM also picks V1 on its own where Triton is missing",
+                "vllm/envs.py; vllm/config/vllm.py: VllmConfig._validate_v1_model_runner",
+            ),
+        )
+    ),
     layouts=(
         LayoutRule("dflash", Layout.BONUS, Outcome.SERVED, f"{_SPECULATOR}: DFlashSpeculator.__init__"),
         LayoutRule("dflash2", Layout.BONUS, Outcome.SERVED, "vllm/v1/worker/gpu/spec_decode/dflash2/speculator.py"),
@@ -41,6 +62,7 @@ RULES = EngineRules(
             "dspark", Layout.ANCHOR_FIRST, Outcome.SERVED, "vllm/v1/worker/gpu/spec_decode/dspark/speculator.py"
         ),
         LayoutRule("dspark", Layout.BONUS, Outcome.SERVED, "vllm/v1/worker/gpu/spec_decode/dspark/speculator.py"),
+        *_vllm_reads.DOMINO_LAYOUTS,
     ),
     query_count_sites=(
         QueryCountSite(

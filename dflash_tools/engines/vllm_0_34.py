@@ -8,6 +8,7 @@ budget and the speculator's hash factors. File references are to the released wh
 
 from __future__ import annotations
 
+from dflash_tools.engines import _vllm_reads
 from dflash_tools.engines._model import EngineRules, Layout, LayoutRule, Outcome, QueryCountSite
 
 _SPECULATOR = "vllm/v1/worker/gpu/spec_decode/dflash/speculator.py"
@@ -24,6 +25,16 @@ RULES = EngineRules(
     plugin_route="wrappers around DFlashSpeculatorConfig (lookahead, draft budget, hash factors), "
     "DFlashSpeculator.__init__ and DFlash2Qwen3DecoderLayer.__init__, installed by a general plugin after "
     "their source fingerprints match; the launch keeps method 'dflash'",
+    formats=_vllm_reads.FORMATS,
+    routes=_vllm_reads.ROUTES,
+    keys=_vllm_reads.keys(
+        dspark_layout_cite="vllm/v1/worker/gpu/spec_decode/dspark/speculator.py: DSparkSpeculator.__init__; vllm/v1/worker/gpu/spec_decode/dspark/config.py: DSparkSpeculatorConfig.num_lookahead_tokens",
+        dspark_k_cite="vllm/v1/worker/gpu/spec_decode/dspark/config.py: DSparkSpeculatorConfig.resolve_num_speculative_tokens",
+    ),
+    checks=_vllm_reads.checks(),
+    derive_target_layer_ids=_vllm_reads.default_capture_layer_ids,
+    captures_sorted=True,
+    launch=_vllm_reads.launch(),
     layouts=(
         LayoutRule("dflash", Layout.BONUS, Outcome.SERVED, f"{_SPECULATOR}: DFlashSpeculator.__init__"),
         LayoutRule("dflash2", Layout.BONUS, Outcome.SERVED, "vllm/v1/worker/gpu/spec_decode/dflash2/speculator.py"),
@@ -43,6 +54,7 @@ RULES = EngineRules(
         ),
         LayoutRule("dspark", Layout.ANCHOR_FIRST, Outcome.SERVED, "vllm/v1/worker/gpu/spec_decode/dspark/config.py"),
         LayoutRule("dspark", Layout.BONUS, Outcome.SERVED, "vllm/v1/worker/gpu/spec_decode/dspark/config.py"),
+        *_vllm_reads.DOMINO_LAYOUTS,
     ),
     query_count_sites=(
         QueryCountSite(
@@ -86,8 +98,9 @@ RULES = EngineRules(
         ),
         QueryCountSite(
             "compile-cache key",
-            f"vllm/config/speculative.py: SpeculativeConfig.compile_factors, factor 'speculator' from "
-            f"{_CONFIG}: DFlashSpeculatorConfig.hash_factors (inherited, empty)",
+            "vllm/config/speculative.py: SpeculativeConfig.compile_factors, factor 'speculator' from "
+            "vllm/v1/worker/gpu/spec_decode/speculator_config.py: SpeculatorConfig.hash_factors (empty; "
+            "DFlashSpeculatorConfig inherits it)",
             "does not include the layout",
             "hash factors gain the layout and K for an anchor-first draft; unchanged for bonus drafts",
         ),

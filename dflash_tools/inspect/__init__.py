@@ -6,6 +6,13 @@
 checks, target, profiles) → `InspectReport`. Imports: `reading`, `dialects`, `draft`.
 """
 
-from dflash_tools.inspect.report import SCHEMA_VERSION, InspectReport, describe, inspect_checkpoint, inspect_loaded
+from dflash_tools.inspect.report import (
+    SCHEMA_VERSION,
+    InspectReport,
+    describe,
+    finish_findings,
+    inspect_checkpoint,
+    inspect_loaded,
+)
 
-__all__ = ["SCHEMA_VERSION", "InspectReport", "describe", "inspect_checkpoint", "inspect_loaded"]
+__all__ = ["SCHEMA_VERSION", "InspectReport", "describe", "finish_findings", "inspect_checkpoint", "inspect_loaded"]

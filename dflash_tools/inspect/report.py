@@ -187,8 +187,14 @@ def inspect_loaded(
     if desc is not None:
         report.profile = match_profile(loaded.source, report.to_dict())
         findings.extend(profile_findings(report.profile))
-    report.findings = sort_findings(_dedupe([_with_paths(f, _convert_source(loaded)) for f in findings]))
+    report.findings = finish_findings(loaded, findings)
     return report
+
+
+def finish_findings(loaded: LoadedCheckpoint, findings: list[Finding]) -> list[Finding]:
+    """Findings as a report holds them: SRC/OUT in hints filled in for this source, repeats
+    dropped, errors first. Layers above inspect that add findings (the engine view) use it too."""
+    return sort_findings(_dedupe([_with_paths(f, _convert_source(loaded)) for f in findings]))
 
 
 def _convert_source(loaded: LoadedCheckpoint) -> str:

@@ -1,10 +1,16 @@
 """How an engine will serve a draft, and how to launch it.
 
+    engine_model.py     DraftFacts (one draft, as every view needs it) and EngineView
+    engine_view.py      `inspect --engine`: one engine table applied to one draft (EngineView),
+                        the `--engine` names, and the report with every view (`engines` in JSON)
+    engine_checks.py    the tables' load-time rules (`Check.name`), one function each
+    config_reads.py     reading a config key the way an engine does (locations in order)
+    launch.py           whole launch lines (argv + environment) for vLLM and SGLang
     vllm_capability.py  what the vLLM installed here can serve, read from its files (no import)
     vllm_view.py        `inspect --engine vllm`: the inspect walk plus how that vLLM serves the draft
 
 The rules per engine release come from `engines`; this package applies them to one draft.
-Nothing here imports typer, rich, torch or vLLM.
+Nothing here imports typer, rich, torch, vLLM or SGLang.
 
 Imports: `engines`, `inspect`, `dialects`, `draft`, `reading`, `vllm_plugin` (its fingerprints,
 markers and source reader).

@@ -76,8 +76,13 @@ def test_error_findings_exit_1_with_json_document() -> None:
     codes = {f["code"] for f in doc["findings"]}
     assert codes == {"DFT011", "DFT012", "DFT055"}  # DFT055: its sliding layers
     finding = next(f for f in doc["findings"] if f["code"] == "DFT012")
-    assert finding["severity"] == "error" and finding["hint"].startswith("run `dflash-tools convert")
+    assert finding["severity"] == "error" and "run `dflash-tools convert" in finding["hint"]
     assert "speculators_config.proposal_methods[0].speculative_tokens" in finding["keys"]
+    # proposal count == block_size reads two ways (an old speculators save, or anchor-first): both
+    # readings and both fixes are named, neither picked silently.
+    assert "ambiguous" in finding["message"]
+    assert "--no-sample-from-anchor`" in finding["hint"] and "pass --sample-from-anchor" in finding["hint"]
+    assert len(finding["values"]["readings"]) == 2
 
 
 def test_fail_on_warning() -> None:

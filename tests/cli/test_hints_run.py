@@ -201,3 +201,20 @@ def test_converts_into_one_folder_merge_and_conflicting_ones_do_not() -> None:
     assert merge_convert_commands(base + " --sample-from-anchor", base + " --no-sample-from-anchor") is None
     assert merge_convert_commands(base, "dflash-tools convert ./d -o ./elsewhere --sample-from-anchor") is None
     assert merge_convert_commands(base, base + " --block-size N") is None
+
+
+@pytest.mark.parametrize("name", list_examples())
+def test_engine_view_fix_commands_run(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`inspect --engine all`: what its findings suggest (`convert --to zlab` for SGLang, ...) runs."""
+    monkeypatch.chdir(tmp_path)
+    source = f"example:{name}"
+    code, out, err = run(["inspect", source, "--engine", "all", "--json"])
+    assert code in (0, 1), err
+    engine_hints = [f["hint"] for f in json.loads(out)["findings"] if f.get("values", {}).get("engine")]
+    for command in {command for hint in engine_hints for command in hint_commands(hint)}:
+        filled = fill_placeholders(command, source)
+        out_folder = re.search(r"-o (\S+)", filled)
+        if out_folder and Path(out_folder.group(1)).exists():
+            shutil.rmtree(out_folder.group(1))
+        code, text = paste(filled)
+        assert code == 0, f"--engine hint for {source} suggests `{command}`, which exits {code}:\n{text}"

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The SGLang source tier (tests/real_sglang, marker real_sglang; docs/development.md).
+#
+# SGLang cannot run on CPU, so nothing is installed: its released wheel (39 MB) is downloaded
+# once into $DFLASH_TOOLS_WHEEL_CACHE (default .cache/wheels) with `pip download --no-deps` and
+# read by the tests. Runs with the Python environment in $VENV (default: the default suite's
+# .venv-ci, built here with the dev extras when missing). Extra arguments go to pytest.
+set -euo pipefail
+REPO="$(cd "$(dirname "$0")/.." && pwd)"
+VENV="${VENV:-$REPO/.venv-ci}"
+export DFLASH_TOOLS_WHEEL_CACHE="${DFLASH_TOOLS_WHEEL_CACHE:-$REPO/.cache/wheels}"
+
+if [[ ! -x "$VENV/bin/python" ]]; then
+    echo "tier-sglang: building $VENV" >&2
+    python3 -m venv "$VENV"
+    "$VENV/bin/python" -m pip install --quiet --upgrade pip
+    "$VENV/bin/python" -m pip install --quiet -e "$REPO[dev]"
+fi
+mkdir -p "$DFLASH_TOOLS_WHEEL_CACHE"
+if ! compgen -G "$DFLASH_TOOLS_WHEEL_CACHE/sglang-0.5.23-*.whl" >/dev/null; then
+    "$VENV/bin/python" -m pip download --quiet --no-deps "sglang==0.5.23" -d "$DFLASH_TOOLS_WHEEL_CACHE"
+fi
+
+cd "$REPO"
+scratch="$(mktemp -d -t dflash-tools-tier-sglang.XXXXXX)"
+trap 'rm -rf "$scratch"' EXIT
+"$VENV/bin/python" -m pytest -p no:cacheprovider --basetemp "$scratch/pytest" -m real_sglang tests/real_sglang "$@"

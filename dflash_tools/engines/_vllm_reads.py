@@ -1,0 +1,310 @@
+"""What vLLM 0.33.0 and 0.34.0 both read from a draft's config, built once for the two tables.
+
+The two releases read the same keys from the same places for DFlash-family drafts (checked in
+both wheels); where a rule moved between files, the caller passes the file of its release.
+File references are to the released wheel's `vllm/`.
+"""
+
+from __future__ import annotations
+
+from dflash_tools.engines._model import (
+    Check,
+    FormatRule,
+    KeyRead,
+    LaunchFlag,
+    Layout,
+    LayoutRule,
+    Outcome,
+    Route,
+    WhenMissing,
+)
+
+_SPECULATOR = "vllm/v1/worker/gpu/spec_decode/dflash/speculator.py"
+_ALGOS = "vllm/transformers_utils/configs/speculators/algos.py"
+_AUX = "vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py: get_eagle3_aux_layers_from_config"
+_MASK = "vllm/v1/worker/gpu/spec_decode/utils.py: get_parallel_drafting_token_id"
+_DFLASH_MODEL = "vllm/model_executor/models/qwen3_dflash.py"
+_DFLASH2_MODEL = "vllm/model_executor/models/qwen3_dflash2.py"
+_REGISTRY = "vllm/model_executor/models/registry.py"
+_INTERFACES = "vllm/model_executor/models/interfaces.py"
+
+
+def default_capture_layer_ids(num_target_layers: int, num_draft_layers: int) -> list[int]:
+    """The layers vLLM captures when the config names none, as z-lab ids: one less than the
+    hidden-state indices 2, L // 2 and L - 3 the target model defaults to, sorted without
+    duplicates as vLLM captures them. The draft's own layer count plays no part."""
+    del num_draft_layers
+    return sorted({2 - 1, num_target_layers // 2 - 1, num_target_layers - 3 - 1})
+
+
+FORMATS = (
+    FormatRule("zlab", True, "vllm/config/speculative.py: SpeculativeConfig.__post_init__"),
+    FormatRule(
+        "speculators",
+        True,
+        f"{_ALGOS}: update_dflash; {_ALGOS}: update_dflash2; {_ALGOS}: update_dspark",
+        "translated when loaded: aux_hidden_state_layer_ids - 1 become dflash_config.target_layer_ids, the "
+        "top-level sample_from_anchor moves into dflash_config (DSpark: stays at the top level), block_size is "
+        "not copied",
+    ),
+    FormatRule("dspark-native", True, _REGISTRY),
+    FormatRule("open-spec", False, _REGISTRY, "speculative_config is not read and DflashDraftModel has no loader"),
+)
+
+ROUTES = (
+    Route(
+        "dflash",
+        "dflash",
+        ("DFlashDraftModel", "MuseGlimmerAssistantModel", "DFlashMuseGlimmerAssistantModel", "DFlashLagunaForCausalLM"),
+        _REGISTRY,
+    ),
+    Route("dflash2", "dflash", ("DFlash2DraftModel", "DFlash2BeamDraftModel"), _REGISTRY),
+    Route(
+        "dspark",
+        "dspark",
+        ("Qwen3DSparkModel", "Qwen3OmniDSparkModel", "DSparkDraftModel", "Gemma4DSparkModel", "MuseSparkDSparkModel"),
+        _REGISTRY,
+    ),
+)
+
+
+def _dflash2_key(key: str, cite: str) -> tuple[KeyRead, KeyRead]:
+    return (
+        KeyRead(key, "dflash", (f"dflash_config.{key}",), cite, when_missing=WhenMissing.REFUSED, note="DFlash2 only"),
+        KeyRead(
+            key,
+            "dflash",
+            (key,),
+            f"{_ALGOS}: update_dflash2",
+            when_missing=WhenMissing.REFUSED,
+            note="DFlash2 only; copied into dflash_config when present",
+            family="speculators",
+        ),
+    )
+
+
+def keys(*, dspark_layout_cite: str, dspark_k_cite: str) -> tuple[KeyRead, ...]:
+    """The keys both releases read; the DSpark layout and K defaults moved between files.
+
+    speculators configs are translated when loaded (`update_dflash`, `update_dspark`): their
+    rules are the ones marked `family="speculators"`.
+    """
+    id_locations = ("eagle_aux_hidden_state_layer_ids", "dflash_config.target_layer_ids", "dspark_target_layer_ids")
+    return (
+        KeyRead(
+            "block_size",
+            "dflash",
+            (),
+            "vllm/config/speculative.py: SpeculativeConfig.__post_init__",
+            when_missing=WhenMissing.NOT_READ,
+            note="K comes from num_speculative_tokens on the launch line (required); nothing checks it against "
+            "the block size",
+        ),
+        KeyRead(
+            "sample_from_anchor",
+            "dflash",
+            ("dflash_config.sample_from_anchor",),
+            f"{_SPECULATOR}: DFlashSpeculator.__init__",
+            default=False,
+            note="true is refused unless the dflash-tools plugin is active; a top-level copy is not read",
+        ),
+        KeyRead(
+            "sample_from_anchor",
+            "dflash",
+            ("sample_from_anchor",),
+            f"{_ALGOS}: update_dflash",
+            default=False,
+            note="moved into dflash_config when the config is loaded",
+            family="speculators",
+        ),
+        KeyRead(
+            "target_layer_ids",
+            "dflash",
+            (*id_locations, "target_layer_ids"),
+            f"{_AUX}; {_INTERFACES}: _set_aux_hidden_state_layers",
+            when_missing=WhenMissing.DERIVED,
+            note="eagle_aux_hidden_state_layer_ids are hidden-state indices (z-lab id + 1); captured sorted and "
+            "without duplicates; without any, the target's default capture layers (hidden-state indices 2, "
+            "L // 2, L - 3)",
+            shift=(("eagle_aux_hidden_state_layer_ids", -1),),
+        ),
+        KeyRead(
+            "target_layer_ids",
+            "dflash",
+            ("aux_hidden_state_layer_ids",),
+            f"{_ALGOS}: update_dflash",
+            when_missing=WhenMissing.REFUSED,
+            note="hidden-state indices (z-lab id + 1), required",
+            shift=(("aux_hidden_state_layer_ids", -1),),
+            family="speculators",
+        ),
+        KeyRead(
+            "num_target_layers",
+            "dflash",
+            (),
+            _AUX,
+            when_missing=WhenMissing.NOT_READ,
+            note="the target model's own layer count is used",
+        ),
+        KeyRead(
+            "mask_token_id",
+            "dflash",
+            ("dflash_config.mask_token_id", "mask_token_id", "dspark_noise_token_id", "pard_token", "ptd_token_id"),
+            _MASK,
+            when_missing=WhenMissing.REFUSED,
+        ),
+        KeyRead(
+            "mask_token_id",
+            "dflash",
+            ("mask_token_id",),
+            f"{_ALGOS}: update_dflash",
+            when_missing=WhenMissing.REFUSED,
+            family="speculators",
+        ),
+        *_dflash2_key("conv_kernel_size", f"{_DFLASH2_MODEL}: DFlash2Qwen3DecoderLayer.__init__"),
+        *_dflash2_key("conv_group_size", f"{_DFLASH2_MODEL}: DFlash2Qwen3DecoderLayer.__init__"),
+        *_dflash2_key("selector_rank", f"{_DFLASH2_MODEL}: DFlash2Qwen3Model.__init__"),
+        *_dflash2_key("selector_top_k", f"{_DFLASH2_MODEL}: DFlash2Qwen3Model.__init__"),
+        KeyRead(
+            "sliding_window",
+            "dflash",
+            ("dflash_config.swa_window_size", "sliding_window"),
+            f"{_DFLASH_MODEL}: _resolve_layer_attention",
+            when_missing=WhenMissing.REFUSED,
+            note="needed only for sliding_attention layers",
+        ),
+        # --- DSpark ---
+        KeyRead(
+            "block_size",
+            "dspark",
+            ("block_size", "dspark_block_size"),
+            dspark_k_cite,
+            when_missing=WhenMissing.NOT_READ,
+            note="the default K when num_speculative_tokens is not given",
+        ),
+        KeyRead("sample_from_anchor", "dspark", ("sample_from_anchor",), dspark_layout_cite, default=True),
+        KeyRead(
+            "sample_from_anchor",
+            "dspark",
+            ("sample_from_anchor",),
+            f"{_ALGOS}: update_dspark",
+            default=False,
+            note="absent: false, although speculators' own DSpark class defaults to true",
+            family="speculators",
+        ),
+        KeyRead(
+            "target_layer_ids",
+            "dspark",
+            (*id_locations, "target_layer_ids"),
+            _AUX,
+            when_missing=WhenMissing.DERIVED,
+            note="as dflash",
+            shift=(("eagle_aux_hidden_state_layer_ids", -1),),
+        ),
+        KeyRead(
+            "target_layer_ids",
+            "dspark",
+            ("aux_hidden_state_layer_ids",),
+            f"{_ALGOS}: update_dspark",
+            when_missing=WhenMissing.REFUSED,
+            note="hidden-state indices (z-lab id + 1), required",
+            shift=(("aux_hidden_state_layer_ids", -1),),
+            family="speculators",
+        ),
+        KeyRead(
+            "mask_token_id",
+            "dspark",
+            ("dflash_config.mask_token_id", "mask_token_id", "dspark_noise_token_id", "pard_token", "ptd_token_id"),
+            _MASK,
+            when_missing=WhenMissing.REFUSED,
+        ),
+        KeyRead(
+            "markov_rank",
+            "dspark",
+            ("markov_rank",),
+            "vllm/model_executor/models/qwen3_dspark.py: Qwen3DSparkModel.__init__",
+            when_missing=WhenMissing.REFUSED,
+            note="0 builds an empty Markov head (no bias)",
+        ),
+    )
+
+
+def checks(*, speculators_cite: str = f"{_ALGOS}: update_dflash") -> tuple[Check, ...]:
+    return (
+        Check(
+            "mask-token-id-required",
+            "dflash",
+            ("mask_token_id",),
+            "one of dflash_config.mask_token_id, mask_token_id, dspark_noise_token_id, pard_token, ptd_token_id is "
+            "set (speculators: mask_token_id)",
+            f"{_MASK}; {speculators_cite}",
+        ),
+        Check(
+            "mask-token-id-required",
+            "dspark",
+            ("mask_token_id",),
+            "as dflash",
+            _MASK,
+        ),
+        Check(
+            "dflash2-keys",
+            "dflash",
+            ("conv_kernel_size", "conv_group_size", "selector_rank", "selector_top_k"),
+            "a DFlash2 draft sets the four convolution and selector keys in dflash_config (speculators: at the "
+            "top level)",
+            f"{_DFLASH2_MODEL}: DFlash2Qwen3DecoderLayer.__init__; {_DFLASH2_MODEL}: DFlash2Qwen3Model.__init__",
+        ),
+        Check(
+            "conv-group-divides-hidden",
+            "dflash",
+            ("conv_group_size", "hidden_size"),
+            "conv_group_size divides hidden_size",
+            f"{_DFLASH2_MODEL}: DFlash2Qwen3DecoderLayer.__init__",
+        ),
+        Check(
+            "sliding-window",
+            "dflash",
+            ("layer_types", "sliding_window"),
+            "a draft with sliding_attention layers sets dflash_config.swa_window_size or sliding_window",
+            f"{_DFLASH_MODEL}: _resolve_layer_attention",
+        ),
+        Check(
+            "layer-ids-in-range",
+            "dflash",
+            ("target_layer_ids",),
+            "every captured layer exists in the target: ids beyond it leave the drafter with fewer features than "
+            "its input expects",
+            f"{_DFLASH_MODEL}: DFlashQwen3ForCausalLM.combine_hidden_states",
+        ),
+    )
+
+
+def launch(*, runner_env: tuple[LaunchFlag, ...] = ()) -> tuple[LaunchFlag, ...]:
+    return (
+        LaunchFlag("program", "vllm serve", "the OpenAI-compatible server", "vllm/entrypoints/cli/serve.py"),
+        LaunchFlag(
+            "target", "vllm serve TARGET", "the target model, the first argument", "vllm/entrypoints/cli/serve.py"
+        ),
+        LaunchFlag(
+            "speculative-config",
+            "--speculative-config",
+            "JSON: method (dflash for DFlash and DFlash2, dspark for DSpark; always given, a folder without 'dflash' "
+            "in its name is not detected), model (the draft), num_speculative_tokens (K), revision",
+            "vllm/engine/arg_utils.py: EngineArgs.add_cli_args",
+        ),
+        *runner_env,
+    )
+
+
+# Domino drafts (projector_type domino) carry a GRU and an embedding projection that vLLM's DFlash
+# model does not have: their tensors are names the weight loader does not know, which it refuses.
+DOMINO_LAYOUTS = tuple(
+    LayoutRule(
+        "dflash-domino",
+        layout,
+        Outcome.REFUSED,
+        f"{_DFLASH_MODEL}: DFlashQwen3ForCausalLM.load_weights",
+        "no Domino projector: its tensors are refused at load",
+    )
+    for layout in (Layout.BONUS, Layout.ANCHOR_FIRST)
+)

@@ -1,0 +1,138 @@
+"""`docs/engines.md`, generated from the engine tables: one section per engine release.
+
+    python -m dflash_tools.engines.docs > docs/engines.md
+
+A test keeps the file equal to what this module renders, so the page never says something the
+code does not do.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from dflash_tools.engines import ENGINE_RULES
+from dflash_tools.engines._model import EngineRules, WhenMissing
+
+_HEAD = """# What each engine release does with a draft
+
+Generated from the tables in `dflash_tools/engines/` by
+`python -m dflash_tools.engines.docs > docs/engines.md`; a test fails when the two differ.
+`dflash-tools inspect --engine ...` applies these tables to a draft (docs/inspect.md, "Engines")
+and `dflash-tools convert --for ...` writes what they read (docs/convert.md).
+
+Terms. A *path* is how the engine serves a draft: SGLang's `--speculative-algorithm` (`DFLASH`,
+`DSPARK`) or vLLM's `method` (`dflash`, `dspark`). A *location* is a dotted key path in the
+draft's config.json; an engine tries a key's locations in the order listed and the first one
+present wins. *bonus*: query position 0 holds the last verified token and K + 1 positions draft
+K tokens; *anchor-first*: every position drafts, K positions for K tokens. Outcomes: `served`
+(as trained), `served-with-plugin` (as trained, only with the dflash-tools vLLM plugin),
+`refused` (the engine fails loudly), `misaligned` (served without an error in another layout
+than trained: acceptance collapses while the output stays correct), `unsupported` (no loader).
+Every rule cites the file of the released wheel it comes from (and the function, where one).
+"""
+
+
+def _cell(value: Any) -> str:
+    text = "" if value is None else str(value)
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _code(value: str) -> str:
+    return f"`{value}`" if value else ""
+
+
+def _table(columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> list[str]:
+    rows = list(rows)
+    if not rows:
+        return []
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(_cell(cell) for cell in row) + " |" for row in rows]
+    return lines + [""]
+
+
+def _default(rule_default: Any, when_missing: WhenMissing) -> str:
+    if when_missing is not WhenMissing.DEFAULT:
+        return ""
+    return "" if rule_default is None else f"`{rule_default}`"
+
+
+def render_rules(rules: EngineRules) -> list[str]:
+    lines = [f"## `{rules.spec}` (released {rules.released})", "", rules.summary, ""]
+    if rules.formats:
+        lines += ["### Config formats", ""]
+        lines += _table(
+            ("format", "read", "from", "notes"),
+            ((f.family, "yes" if f.read else "no", f.cite, f.note) for f in rules.formats),
+        )
+    if rules.routes:
+        lines += ["### Paths", ""]
+        lines += _table(
+            ("algorithm", "path", "architectures with a loader", "from"),
+            ((r.algorithm, _code(r.path), ", ".join(r.architectures), r.cite) for r in rules.routes),
+        )
+    if rules.layouts:
+        lines += ["### Layouts", ""]
+        lines += _table(
+            ("algorithm", "layout", "outcome", "from", "notes"),
+            ((r.algorithm, r.layout.value, r.outcome.value, r.cite, r.note) for r in rules.layouts),
+        )
+    if rules.keys:
+        lines += ["### Keys read", ""]
+        lines += _table(
+            ("key", "path", "locations, first found wins", "default", "when absent", "from", "notes"),
+            (
+                (
+                    _code(k.key),
+                    _code(k.path),
+                    ", ".join(_code(location) for location in k.locations) or "not read",
+                    _default(k.default, k.when_missing),
+                    k.when_missing.value,
+                    k.cite,
+                    k.note,
+                )
+                for k in rules.keys
+            ),
+        )
+    if rules.checks:
+        lines += ["### Checks when the draft is loaded", ""]
+        lines += _table(
+            ("check", "path", "keys", "rule", "broken", "from"),
+            (
+                (_code(c.name), _code(c.path), ", ".join(_code(k) for k in c.keys), c.rule, c.outcome.value, c.cite)
+                for c in rules.checks
+            ),
+        )
+    if rules.launch:
+        lines += ["### Launch line", ""]
+        lines += _table(
+            ("role", "flag", "meaning", "from"),
+            ((f.role, _code(f.name), f.meaning, f.cite) for f in rules.launch),
+        )
+    if rules.query_count_sites:
+        lines += ["### Where the release sizes draft work from the query count", ""]
+        lines += _table(
+            ("site", "from", "stock", "with the plugin"),
+            ((s.name, s.cite, s.stock, s.plugin) for s in rules.query_count_sites),
+        )
+    if rules.engine == "vllm":
+        plugin = rules.plugin_route if rules.plugin_supported else "not patched by the dflash-tools plugin"
+        lines += [
+            f"V1 model runner: {'present' if rules.has_v1_runner else 'removed'}. Plugin: {plugin}.",
+            "",
+        ]
+    for note in rules.notes:
+        lines += [note, ""]
+    return lines
+
+
+def render_markdown() -> str:
+    lines = [_HEAD]
+    for rules in ENGINE_RULES.values():
+        lines += render_rules(rules)
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+if __name__ == "__main__":  # pragma: no cover - documentation generator
+    sys.stdout.write(render_markdown())

@@ -1,0 +1,72 @@
+"""Reading a draft config the way an engine does: a key's locations in order, its numbers as the
+engine converts them. Plain functions of a config dict and a `KeyRead` rule; no engine imported."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from dflash_tools.engines import KeyRead
+
+
+def num_hidden_layers(config: dict[str, Any]) -> Any:
+    text = config.get("text_config")
+    if isinstance(text, dict) and "num_hidden_layers" in text:
+        return text["num_hidden_layers"]
+    return config.get("num_hidden_layers")
+
+
+# Reading a key the engine's way
+# --------------------------------------------------------------------------------------------
+
+
+def find(config: dict[str, Any], location: str) -> tuple[bool, Any]:
+    node: Any = config
+    for part in location.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return False, None
+        node = node[part]
+    return True, node
+
+
+def lookup(config: dict[str, Any], rule: KeyRead | None) -> tuple[Any, str | None]:
+    """(value, location) from the first of the rule's locations that is present; (None, None)
+    when none is. A location present with null stops the search, as the engines' `dict.get`
+    with a fallback does."""
+    if rule is None:
+        return None, None
+    for location in rule.locations:
+        present, value = find(config, location)
+        if present:
+            return value, location
+    return None, None
+
+
+def source_name(location: str | None) -> str:
+    if location is None:
+        return "default"
+    head = location.split(".", 1)[0]
+    return head if "." in location else "top-level"
+
+
+def as_int(value: Any) -> int | None:
+    """An integer as the engines accept one (`int(value)` of a JSON number or numeric string)."""
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        return int(value)
+    if isinstance(value, str):
+        try:
+            return int(value)
+        except ValueError:
+            return None
+    return None
+
+
+def int_list(value: Any) -> list[int] | None:
+    if not isinstance(value, list | tuple) or not value:
+        return None
+    ids = [as_int(item) for item in value]
+    return [i for i in ids if i is not None] if all(i is not None for i in ids) else None

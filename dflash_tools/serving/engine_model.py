@@ -1,0 +1,257 @@
+"""What one engine view is made of: the draft's facts, and the view an engine release takes.
+
+`DraftFacts` is what every view needs to know about one draft, read once from an inspect report
+(or from a config that `convert` is about to write); `EngineView` is what one release does with
+it (`engine_view.engine_view` fills it in; `engine_checks` reads it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from dflash_tools import dialects
+from dflash_tools.draft.description import Algorithm, Dialect, DraftDescription
+from dflash_tools.draft.findings import Finding, Severity, make_finding
+from dflash_tools.draft.geometry import Geometry, trained_layout
+from dflash_tools.draft.target import TargetSpec
+from dflash_tools.engines import EngineRules, Layout, Outcome
+from dflash_tools.inspect import InspectReport
+from dflash_tools.serving.launch import Launch
+
+# What a dialect's drafts are, when the config is too broken for a description.
+_ALGORITHM_OF: dict[Dialect, Algorithm] = {
+    Dialect.ZLAB_DFLASH: Algorithm.DFLASH,
+    Dialect.ZLAB_DFLASH2: Algorithm.DFLASH2,
+    Dialect.SPECULATORS_DFLASH: Algorithm.DFLASH,
+    Dialect.SPECULATORS_DFLASH2: Algorithm.DFLASH2,
+    Dialect.SPECULATORS_DSPARK: Algorithm.DSPARK,
+    Dialect.DSPARK_NATIVE: Algorithm.DSPARK,
+    Dialect.OPEN_SPEC: Algorithm.DFLASH,
+}
+
+
+def layout_for(sample_from_anchor: bool) -> Layout:
+    return Layout.ANCHOR_FIRST if sample_from_anchor else Layout.BONUS
+
+
+# --------------------------------------------------------------------------------------------
+# What the view needs to know about the draft
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DraftFacts:
+    """One draft as every engine view needs it, read once from an inspect report.
+
+    `trained_*` are what the draft was trained with, as inspect decided it (None: unknown);
+    `target_*` come from `--target` (None without it). `draft` is what the launch line names.
+    """
+
+    source: str
+    config: dict[str, Any]
+    family: str | None
+    algorithm: str | None
+    architecture: str | None
+    domino: bool
+    trained_sample_from_anchor: bool | None
+    trained_block_size: int | None
+    trained_max_tokens: int | None
+    requested_tokens: int | None
+    trained_layer_ids: list[int] | None
+    num_draft_layers: int | None
+    hidden_size: int | None
+    trained_mask_token_id: int | None
+    target_num_layers: int | None = None
+    target_vocab_size: int | None = None
+    target: str | None = None
+    draft: str = ""
+    draft_revision: str | None = None
+    layout_evidence: tuple[str, ...] = ()
+
+    @property
+    def trained_layout(self) -> Layout | None:
+        return None if self.trained_sample_from_anchor is None else layout_for(self.trained_sample_from_anchor)
+
+    @classmethod
+    def from_report(cls, report: InspectReport, *, target: str | None = None) -> DraftFacts | None:
+        """None when there is no config to read (the view has nothing to apply its rules to)."""
+        loaded = report.loaded
+        if loaded.config is None:
+            return None
+        return cls.of(
+            loaded.config,
+            report.description,
+            report.geometry,
+            source=loaded.source,
+            draft=_draft_name(report),
+            draft_revision=loaded.revision if loaded.kind == "hub" else None,
+            target_spec=report.target,
+            target=target,
+        )
+
+    @classmethod
+    def of(
+        cls,
+        config: dict[str, Any],
+        desc: DraftDescription | None,
+        geometry: Geometry | None,
+        *,
+        source: str,
+        draft: str,
+        draft_revision: str | None = None,
+        target_spec: TargetSpec | None = None,
+        target: str | None = None,
+    ) -> DraftFacts:
+        """The facts of a config and what inspect made of it (`desc`, `geometry`: None when unknown)."""
+        dialect = desc.dialect if desc is not None else dialects.detect(config)
+        algorithm = desc.algorithm if desc is not None else (_ALGORITHM_OF.get(dialect) if dialect else None)
+        sfa: bool | None = None
+        if geometry is not None:
+            sfa = geometry.sample_from_anchor
+        elif desc is not None:
+            sfa = trained_layout(desc)[0]
+        architectures = config.get("architectures")
+        architecture = architectures[0] if isinstance(architectures, list) and architectures else None
+        nested = config.get("dflash_config") if isinstance(config.get("dflash_config"), dict) else {}
+        assert isinstance(nested, dict)
+        domino = nested.get("projector_type", config.get("projector_type")) == "domino"
+        verifier = desc.verifier_name if desc is not None else None
+        requested = geometry.num_speculative_tokens if geometry and geometry.speculative_tokens_requested else None
+        return cls(
+            source=source,
+            config=config,
+            family=dialect.family if dialect is not None else None,
+            algorithm=algorithm.value if algorithm is not None else None,
+            architecture=architecture if isinstance(architecture, str) else None,
+            domino=domino,
+            trained_sample_from_anchor=sfa,
+            trained_block_size=geometry.block_size if geometry else None,
+            trained_max_tokens=geometry.max_speculative_tokens if geometry else None,
+            requested_tokens=requested,
+            trained_layer_ids=list(desc.target_layer_ids) if desc is not None else None,
+            num_draft_layers=desc.decoder.num_hidden_layers if desc is not None else None,
+            hidden_size=desc.decoder.hidden_size if desc is not None else None,
+            trained_mask_token_id=desc.mask_token_id if desc is not None else None,
+            target_num_layers=target_spec.num_hidden_layers if target_spec is not None else None,
+            target_vocab_size=target_spec.vocab_size if target_spec is not None else None,
+            target=target or (target_spec.source if target_spec is not None else None) or verifier,
+            draft=draft,
+            draft_revision=draft_revision,
+            layout_evidence=tuple(e.why for e in desc.layout_evidence) if desc is not None else (),
+        )
+
+
+def _draft_name(report: InspectReport) -> str:
+    """What the engine is told to load: the folder of a local draft, the repo id of a Hub one."""
+    loaded = report.loaded
+    if loaded.kind == "hub":
+        return loaded.source.removeprefix("hf://")
+    folder = loaded.local_dir
+    return str(folder) if folder is not None else loaded.location
+
+
+# --------------------------------------------------------------------------------------------
+# The view
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class EngineView:
+    """What one engine release does with the draft (JSON: one entry of `engines`)."""
+
+    rules: EngineRules
+    path: str | None = None
+    reads_format: bool = False
+    outcome: Outcome = Outcome.SERVED  # until a rule says otherwise (`fail`)
+    refusal: str | None = None
+    layout: Layout | None = None
+    block_size: int | None = None
+    block_size_source: str | None = None
+    draft_tokens: int | None = None
+    target_layer_ids: list[int] | None = None
+    target_layer_ids_source: str | None = None
+    num_target_layers: int | None = None
+    num_target_layers_source: str | None = None
+    mask_token_id: int | None = None
+    mask_token_id_source: str | None = None
+    matches_training: bool = False
+    launch: Launch | None = None
+    plugin: str | None = None  # vLLM: "not needed", "needed", "active", "native", "missing"
+    installed: bool = False
+    findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def spec(self) -> str:
+        return self.rules.spec
+
+    @property
+    def serves_as_trained(self) -> bool:
+        return self.outcome in (Outcome.SERVED, Outcome.SERVED_WITH_PLUGIN)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "engine": self.rules.engine,
+            "version": self.rules.version,
+            "installed": self.installed,
+            "path": self.path,
+            "reads_format": self.reads_format,
+            "outcome": self.outcome.value,
+            "refusal": self.refusal,
+            "layout": self.layout.value if self.layout is not None else None,
+            "block_size": self.block_size,
+            "block_size_source": self.block_size_source,
+            "draft_tokens": self.draft_tokens,
+            "target_layer_ids": self.target_layer_ids,
+            "target_layer_ids_source": self.target_layer_ids_source,
+            "num_target_layers": self.num_target_layers,
+            "num_target_layers_source": self.num_target_layers_source,
+            "mask_token_id": self.mask_token_id,
+            "mask_token_id_source": self.mask_token_id_source,
+            "matches_training": self.matches_training,
+            "plugin": self.plugin,
+            "launch": list(self.launch.argv) if self.launch is not None else None,
+            "launch_environment": dict(self.launch.environment) if self.launch is not None else None,
+            "launch_placeholders": list(self.launch.placeholders) if self.launch is not None else None,
+            "launch_command": self.launch.shell() if self.launch is not None else None,
+            "findings": [f.code for f in self.findings],
+        }
+
+    # -- how the view records what it found ----------------------------------------------
+
+    def fail(self, outcome: Outcome, reason: str) -> None:
+        """The worst outcome found wins, and its first reason is the refusal."""
+        if RANK[outcome] > RANK[self.outcome]:
+            self.outcome, self.refusal = outcome, reason
+
+    def note(
+        self,
+        code: str,
+        message: str,
+        hint: str = "",
+        *,
+        keys: tuple[str, ...] = (),
+        values: dict[str, Any] | None = None,
+        severity: Severity | None = None,
+    ) -> None:
+        self.findings.append(
+            make_finding(
+                code,
+                f"{self.spec}: {message}",
+                hint,
+                severity=severity,
+                keys=keys,
+                values={"engine": self.spec, **(values or {})},
+            )
+        )
+
+
+# How bad an outcome is: a view keeps the worst it found.
+RANK = {
+    Outcome.SERVED: 0,
+    Outcome.SERVED_WITH_PLUGIN: 1,
+    Outcome.SERVED_WRONG: 2,
+    Outcome.MISALIGNED: 3,
+    Outcome.REFUSED: 4,
+    Outcome.UNSUPPORTED: 5,
+}

@@ -1,0 +1,109 @@
+"""Whole launch lines: the command (and environment) that serves a target with a draft.
+
+The flag names come from the engine tables (`EngineRules.launch`, by role), so a release that
+renames a flag changes one table. These are plain functions of what to serve; deciding what to
+serve (K, the layout, whether an engine can serve the draft at all) is `engine_view`'s job.
+
+    vLLM:   vllm serve TARGET --speculative-config '{"method": ..., "model": ..., ...}'
+    SGLang: python -m sglang.launch_server --model-path TARGET --speculative-algorithm DFLASH
+            --speculative-draft-model-path DRAFT --speculative-num-draft-tokens B
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import dataclass, field
+from typing import Any
+
+from dflash_tools.engines import EngineRules
+from dflash_tools.vllm_plugin.markers import REQUIRE_ENV
+
+# Written where the target is not known; the human output says to replace it.
+TARGET_PLACEHOLDER = "TARGET"
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One launch: `argv` to run with `environment` added to the caller's environment."""
+
+    argv: tuple[str, ...]
+    environment: dict[str, str] = field(default_factory=dict)
+    # argv words the user must replace before running it (the target when it was not given).
+    placeholders: tuple[str, ...] = ()
+
+    def shell(self) -> str:
+        """The line to paste into a POSIX shell: `NAME=value ... argv`, quoted where needed."""
+        assignments = [f"{name}={shlex.quote(value)}" for name, value in sorted(self.environment.items())]
+        return " ".join([*assignments, shlex.join(self.argv)])
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"argv": list(self.argv), "environment": dict(self.environment), "placeholders": list(self.placeholders)}
+
+
+def _flag(rules: EngineRules, role: str) -> str:
+    flag = rules.flag(role)
+    if flag is None:
+        raise ValueError(f"{rules.spec} has no launch flag for {role!r}")
+    return flag.name
+
+
+def _target(target: str | None) -> tuple[str, tuple[str, ...]]:
+    return (target, ()) if target else (TARGET_PLACEHOLDER, (TARGET_PLACEHOLDER,))
+
+
+def sglang_launch(
+    rules: EngineRules,
+    *,
+    draft: str,
+    path: str,
+    num_draft_tokens: int,
+    target: str | None = None,
+    draft_revision: str | None = None,
+) -> Launch:
+    """SGLang: `--speculative-algorithm PATH`; DFLASH gets its verify window (the block size,
+    drafts + 1), DSPARK its number of drafts, each by the flag the table names."""
+    target_name, placeholders = _target(target)
+    argv = [*_flag(rules, "program").split(), _flag(rules, "target"), target_name]
+    argv += [_flag(rules, "algorithm"), path, _flag(rules, "draft"), draft]
+    if draft_revision:
+        argv += [_flag(rules, "draft-revision"), draft_revision]
+    if path == "DSPARK":
+        argv += [_flag(rules, "dspark-block-size"), str(num_draft_tokens)]
+    else:
+        argv += [_flag(rules, "draft-tokens"), str(num_draft_tokens + 1)]
+    return Launch(tuple(argv), {}, placeholders)
+
+
+def vllm_launch(
+    rules: EngineRules,
+    *,
+    draft: str,
+    method: str,
+    num_speculative_tokens: int,
+    target: str | None = None,
+    draft_revision: str | None = None,
+    needs_plugin: bool = False,
+    needs_v2_runner: bool = False,
+) -> Launch:
+    """vLLM: `vllm serve TARGET --speculative-config JSON`, with `method` always given (a draft
+    folder without "dflash" in its name is not detected) and K explicit (DFlash requires it).
+
+    `needs_plugin`: the draft is anchor-first and only the dflash-tools plugin serves it; the
+    plugin then refuses to let vLLM start without its patch, instead of serving it wrong.
+    `needs_v2_runner`: on a release that still has the V1 runner, select V2 explicitly.
+    """
+    target_name, placeholders = _target(target)
+    speculative: dict[str, Any] = {"method": method, "model": draft, "num_speculative_tokens": num_speculative_tokens}
+    if draft_revision:
+        speculative["revision"] = draft_revision
+    program = _flag(rules, "program").split()
+    argv = [*program, target_name, _flag(rules, "speculative-config"), json.dumps(speculative)]
+    environment: dict[str, str] = {}
+    if needs_plugin:
+        environment[REQUIRE_ENV] = "1"
+    if needs_v2_runner:
+        for flag in rules.flags("env"):
+            name, _, value = flag.name.partition("=")
+            environment[name] = value
+    return Launch(tuple(argv), environment, placeholders)

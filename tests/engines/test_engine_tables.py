@@ -1,0 +1,86 @@
+"""The engine tables: documented as the code uses them, cited in a form the tiers can check.
+
+`tests/real_sglang` (and `tests/real_vllm` for the installed 0.33.0) check the citations against
+the released files themselves; here, without the engines, the tables are checked for shape.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from dflash_tools.engines import ENGINE_RULES, get_rules, latest, vllm_plugin_versions
+from dflash_tools.engines import docs as engine_docs
+from dflash_tools.engines.sglang_0_5_23 import derived_target_layer_ids
+
+ROOT = Path(__file__).resolve().parents[2]
+# A cite names files as `package/path/file.py`, each optionally followed by `: Name` or
+# `: Class.method`; free text may follow (`tests/engine_sources.py` reads them the same way).
+FILE = re.compile(r"(?P<file>[a-z_]+/[\w/]*\.py)(?:: (?P<name>[A-Za-z_][\w.]*))?")
+
+
+def test_docs_engines_md_is_generated_from_the_tables() -> None:
+    assert (ROOT / "docs" / "engines.md").read_text() == engine_docs.render_markdown()
+
+
+@pytest.mark.parametrize("spec", list(ENGINE_RULES))
+def test_every_rule_cites_a_file_of_its_engine(spec: str) -> None:
+    rules = ENGINE_RULES[spec]
+    cites = rules.cites()
+    assert len(cites) > 20
+    for cite in cites:
+        files = [match["file"] for match in FILE.finditer(cite)]
+        assert files, f"{spec}: {cite!r} names no package/file.py"
+        assert all(file.startswith(f"{rules.engine}/") for file in files), cite
+
+
+@pytest.mark.parametrize("spec", list(ENGINE_RULES))
+def test_every_launch_role_the_launcher_uses_is_in_the_table(spec: str) -> None:
+    rules = ENGINE_RULES[spec]
+    needed = {"program", "target", "algorithm", "draft", "draft-revision", "draft-tokens", "dspark-block-size"}
+    if rules.engine == "vllm":
+        needed = {"program", "target", "speculative-config"}
+    assert needed <= {flag.role for flag in rules.launch}
+
+
+def test_key_rules_are_unique_per_key_path_and_family() -> None:
+    for spec, rules in ENGINE_RULES.items():
+        seen = [(k.key, k.path, k.family) for k in rules.keys]
+        assert len(seen) == len(set(seen)), spec
+        paths = {route.path for route in rules.routes}
+        assert {k.path for k in rules.keys} <= paths, spec
+        assert {c.path for c in rules.checks} <= paths, spec
+
+
+def test_release_names() -> None:
+    assert get_rules("vllm==0.34.0+cpu") is ENGINE_RULES["vllm==0.34.0"]
+    assert get_rules("vllm==0.32.0") is None
+    assert latest("sglang") is ENGINE_RULES["sglang==0.5.23"] and latest("trtllm") is None
+    assert vllm_plugin_versions() == ("0.33.0", "0.34.0")
+
+
+@pytest.mark.parametrize(
+    ("layers", "draft_layers", "published"),
+    [
+        # z-lab/Qwen3-8B-DFlash-b16: 36 target layers, 5 draft layers, dflash_config.target_layer_ids.
+        (36, 5, [1, 9, 17, 25, 33]),
+        # z-lab's DFlash2 fixture (tests/fixtures/dflash2-config.json): 52 target layers.
+        (52, 5, [1, 13, 25, 37, 49]),
+    ],
+)
+def test_sglang_derives_the_layers_z_lab_publishes(layers: int, draft_layers: int, published: list[int]) -> None:
+    """Published drafts whose ids follow the evenly-spread rule: derived, SGLang picks the same."""
+    assert derived_target_layer_ids(layers, draft_layers) == published
+
+
+def test_sglang_derivation_refuses_what_sglang_refuses() -> None:
+    assert derived_target_layer_ids(36, 1) == [18]
+    with pytest.raises(ValueError):
+        derived_target_layer_ids(3, 2)
+    with pytest.raises(ValueError):
+        derived_target_layer_ids(0, 1)
+    # z-lab/Qwen3.8-27B-DFlash2 names [5, 19, 33, 47, 61] on a 64-layer target: not the derived
+    # layers, so a copy of it without target_layer_ids would be served on the wrong ones.
+    assert derived_target_layer_ids(64, 5) != [5, 19, 33, 47, 61]
