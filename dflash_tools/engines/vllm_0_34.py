@@ -22,7 +22,7 @@ RULES = EngineRules(
     "refused loudly without it.",
     has_v1_runner=False,
     plugin_supported=True,
-    plugin_route="wrappers around DFlashSpeculatorConfig (lookahead, draft budget, hash factors), "
+    plugin_route="wrappers around DFlashSpeculatorConfig (lookahead, hash factors), "
     "DFlashSpeculator.__init__ and DFlash2Qwen3DecoderLayer.__init__, installed by a general plugin after "
     "their source fingerprints match; the launch keeps method 'dflash'",
     formats=_vllm_reads.FORMATS,
