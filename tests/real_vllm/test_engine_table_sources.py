@@ -1,15 +1,13 @@
 """The vLLM tables (`dflash_tools/engines/vllm_0_3*.py`) against the released vLLM sources.
 
-vLLM 0.33.0 is the tier's installed one; 0.34.0 is read from `DFLASH_TOOLS_VLLM_034_SOURCES`
-(its wheel, or the wheel unpacked) when that is set: the tier does not download the 240 MB
-wheel on every run. Every cited file and function must exist, and every key location a rule
+Each tier checks its own release (`bash .ci/tier-vllm.sh 0.33.0` / `0.34.0`), read from the
+installed package. Every cited file and function must exist, and every key location a rule
 names must be a string that the cited files read.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -22,22 +20,22 @@ from dflash_tools.serving.engine_view import inspect_for_engines
 from dflash_tools.vllm_plugin.sources import installed_package_root
 from tests.engine_cases import case_folders
 from tests.engine_sources import Sources, cite_problems, extract, function_source, key_problems
+from tests.real_vllm.conftest import VLLM_VERSION
 
 pytestmark = pytest.mark.real_vllm
 
 
+SPEC = f"vllm=={VLLM_VERSION}"  # the release this tier installs
+
+
 def sources_for(spec: str) -> Sources:
-    if spec == "vllm==0.33.0":
-        root = installed_package_root("vllm")
-        assert root is not None, "the tier installs vLLM 0.33.0"
-        return Sources(root)
-    given = os.environ.get("DFLASH_TOOLS_VLLM_034_SOURCES")
-    if not given:
-        pytest.skip("set DFLASH_TOOLS_VLLM_034_SOURCES to vLLM 0.34.0's wheel (or the wheel unpacked)")
-    return Sources(Path(given))
+    assert spec == SPEC
+    root = installed_package_root("vllm")
+    assert root is not None, f"the tier installs vLLM {VLLM_VERSION}"
+    return Sources(root)
 
 
-@pytest.mark.parametrize("spec", ["vllm==0.33.0", "vllm==0.34.0"])
+@pytest.mark.parametrize("spec", [SPEC])
 def test_table_cites_what_the_release_has(spec: str) -> None:
     sources = sources_for(spec)
     rules = ENGINE_RULES[spec]
@@ -45,7 +43,7 @@ def test_table_cites_what_the_release_has(spec: str) -> None:
     assert key_problems(rules, sources) == []
 
 
-@pytest.mark.parametrize("spec", ["vllm==0.33.0", "vllm==0.34.0"])
+@pytest.mark.parametrize("spec", [SPEC])
 def test_layout_keys_where_the_table_says(spec: str) -> None:
     sources = sources_for(spec)
     speculator = function_source(
@@ -91,7 +89,7 @@ def hf_config(readers: dict[str, Any], config: dict[str, Any]) -> SimpleNamespac
     return SimpleNamespace(**base)
 
 
-@pytest.mark.parametrize("spec", ["vllm==0.33.0", "vllm==0.34.0"])
+@pytest.mark.parametrize("spec", [SPEC])
 def test_the_vllm_column_agrees_with_vllms_own_readers(spec: str, tmp_path: Path) -> None:
     readers = vllm_readers(sources_for(spec))
     checked = 0
