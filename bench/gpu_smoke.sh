@@ -56,14 +56,14 @@ fi
 
 log "running $PRESET; logs under $OUT/runs"
 # shellcheck disable=SC2086
-dflash-tools smoke-test --preset "$PRESET" --engine vllm --json --timeout "$TIMEOUT" \
+dflash-tools smoke-test --preset "$PRESET" --engine vllm --json --run-timeout "$TIMEOUT" \
     --output-dir "$OUT/runs" ${EXTRA:-} > "$OUT/result.json"
 status=$?
 
 if [ "${COMPARE:-0}" = "1" ]; then
     log "comparing layouts; logs under $OUT/compare"
     # shellcheck disable=SC2086
-    dflash-tools smoke-test --preset "$PRESET" --engine vllm --json --timeout "$TIMEOUT" --compare-layouts \
+    dflash-tools smoke-test --preset "$PRESET" --engine vllm --json --run-timeout "$TIMEOUT" --compare-layouts \
         --no-baseline --output-dir "$OUT/compare" ${EXTRA:-} > "$OUT/compare.json" || status=$?
 fi
 

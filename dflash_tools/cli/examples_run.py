@@ -23,7 +23,7 @@ DESCRIPTIONS = {
     "speculators-dflash-legacy": "pre-April-2026 speculators save: proposal count = block size (DFT012)",
     "dspark-native": "native DSpark (Qwen3DSparkModel), no sample_from_anchor key",
     "open-spec": "Open Spec Config",
-    "tiny-target": "config-only target the drafts above pair with (--target)",
+    "tiny-target": "config-only target the drafts above pair with (--target); no weights: smoke-test refuses it",
     "engine-demo/target": "tiny real target (weights, tokenizer) for the CPU smoke-test demo",
     "engine-demo/zlab-dflash": "DFlash draft built for the demo target, bonus-anchor",
     "engine-demo/zlab-dflash-anchor-first": "DFlash draft for the demo target, anchor-first",

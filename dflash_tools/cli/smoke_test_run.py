@@ -266,7 +266,9 @@ def _execute(
                 soft_wrap=True,
             )
         else:
-            console.print(f"  [red]failed:[/red] {safe_text(result['error'])}", soft_wrap=True)
+            # The error itself is in the verdict on stdout; printed here too only when stdout is JSON.
+            detail = safe_text(result["error"]) if fmt is OutputFormat.JSON else "the error is in the verdict"
+            console.print(f"  [red]failed:[/red] {detail}", soft_wrap=True)
 
     try:
         run_all = execute_references if reference else execute_plan
@@ -380,7 +382,9 @@ def _fmt(value: Any, spec: str = "") -> str:
     return format(value, spec)
 
 
-def _verdict_lines(document: dict[str, Any]) -> list[Text]:
+def _verdict_lines(document: dict[str, Any], *, reasons: bool = True) -> list[Text]:
+    """`STATUS label: reasons` per draft; without `reasons`, a reason is only announced, so that
+    an error (a long engine message) is printed once, in the verdicts at the end."""
     lines = []
     missing = document.get("engine_missing")
     for draft in document["drafts"]:
@@ -390,8 +394,10 @@ def _verdict_lines(document: dict[str, Any]) -> list[Text]:
         if missing and status == "planned":
             status, style = "planned (engine missing here)", "bold yellow"
         line = Text.assemble((status.upper(), style), " ", printable(draft["label"]))
-        if verdict["reasons"]:
+        if verdict["reasons"] and reasons:
             line.append(": " + "; ".join(printable(r) for r in verdict["reasons"]))
+        elif verdict["reasons"]:
+            line.append(" (why: at the end)")
         lines.append(line)
     return lines
 
@@ -414,7 +420,7 @@ def render(document: dict[str, Any], *, no_color: bool = False, quiet: bool = Fa
         }.get(str(vllm.get("support")), str(vllm.get("support")))
         engine = f"{vllm.get('engine') or 'vllm (not installed)'} · {support}"
     verdicts = _verdict_lines(document)
-    for verdict_line in verdicts:
+    for verdict_line in verdicts if quiet else _verdict_lines(document, reasons=False):
         _print_wrapped(console, verdict_line, width)
     for line in (
         []
