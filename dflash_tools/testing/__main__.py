@@ -17,7 +17,11 @@ def main(argv: list[str] | None = None) -> int:
         description="Write the small example checkpoints that dflash-tools bundles (example:NAME) into FOLDER.",
     )
     parser.add_argument(
-        "folder", nargs="?", default=str(DEFAULT), metavar="FOLDER", help="where to write them (default: the package's dflash_tools/examples)"
+        "folder",
+        nargs="?",
+        default=str(DEFAULT),
+        metavar="FOLDER",
+        help="where to write them (default: the package's dflash_tools/examples)",
     )
     args = parser.parse_args(argv)
     if args.folder.startswith("-"):
