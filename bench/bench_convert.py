@@ -14,7 +14,10 @@
     The kernel-copy path (copy_file_range) and the bounded-buffer path are both measured.
 
 Everything lives in a temporary folder (on the file system of --dir, default the system temp
-dir) that is removed at the end. Run: python bench/bench_convert.py [--dir DIR] [--large-gb 2]
+dir) that is removed at the end.
+
+    python bench/bench_convert.py [--dir DIR] [--large-gb 2]   # the figures in docs/benchmarks.md
+    python bench/bench_convert.py --quick                      # every step once, on MBs: for CI
 """
 
 from __future__ import annotations
@@ -50,17 +53,18 @@ def table_bytes(spec: testing.DraftSpec) -> int:
     return sum(expected_nbytes(d, s) for _, d, s in testing.tensor_table(spec))
 
 
-def dense_spec(target_bytes: int) -> testing.DraftSpec:
-    """A speculators DFlash draft with its (older-save) embed_tokens, about `target_bytes` big."""
+def dense_spec(target_bytes: int, *, quick: bool = False) -> testing.DraftSpec:
+    """A speculators DFlash draft with its (older-save) embed_tokens, about `target_bytes` big
+    (`quick`: at a small width and vocabulary, so that a few MB are possible)."""
     base = replace(
         testing.TINY,
-        hidden_size=2048,
-        num_attention_heads=16,
-        num_key_value_heads=4,
+        hidden_size=256 if quick else 2048,
+        num_attention_heads=2 if quick else 16,
+        num_key_value_heads=1 if quick else 4,
         head_dim=128,
-        intermediate_size=6144,
-        vocab_size=151936,
-        mask_token_id=151669,
+        intermediate_size=512 if quick else 6144,
+        vocab_size=4096 if quick else 151936,
+        mask_token_id=4000 if quick else 151669,
         target_layer_ids=(1, 9, 17, 25, 33),
         num_target_layers=36,
         layer_types=None,
@@ -74,9 +78,10 @@ def dense_spec(target_bytes: int) -> testing.DraftSpec:
 
 
 def write_dense(folder: Path, spec: testing.DraftSpec) -> Path:
-    """Real bytes (not sparse): a random 64 MiB block repeated, so the disk really holds them."""
+    """Real bytes (not sparse): a random block (64 MiB, or the size of the largest tensor) repeated,
+    so the disk really holds them."""
     rng = np.random.default_rng(0)
-    block = rng.bytes(64 << 20)
+    block = rng.bytes(min(64 << 20, max(expected_nbytes(d, s) for _, d, s in testing.tensor_table(spec))))
     data = {}
     for name, dtype, shape in testing.tensor_table(spec):
         size = expected_nbytes(dtype, shape)
@@ -113,7 +118,7 @@ CHILD_CONVERT = (
     PEAK_RSS
     + """
 import json, sys, time
-from dflash_tools import repack
+from dflash_tools.convert import repack
 from dflash_tools.convert import convert_checkpoint
 if sys.argv[3] == "buffered":
     original = repack.copy_range
@@ -165,7 +170,7 @@ def warm(path: Path) -> None:
             pass
 
 
-def bench_config_only(root: Path) -> None:
+def bench_config_only(root: Path, attempts: int) -> None:
     from dflash_tools.convert import convert_checkpoint
 
     print("(a) config-only normalization of sparse checkpoints (Qwen3.8-27B-DFlash2 layer shapes)")
@@ -178,7 +183,7 @@ def bench_config_only(root: Path) -> None:
         source = testing.write_checkpoint(root / f"sparse-{shards}", "zlab-dflash2", spec, shards=shards)
         times = []
         copied = linked = 0
-        for attempt in range(5):
+        for attempt in range(attempts):
             out = root / f"sparse-{shards}-out-{attempt}"
             start = time.perf_counter()
             result = convert_checkpoint(str(source), out)
@@ -194,7 +199,7 @@ def bench_config_only(root: Path) -> None:
     for label, weight_bytes, shards, seconds, copied, linked in rows:
         print(
             f"  {label:7s} {weight_bytes / 1e9:6.2f} GB, {tensors[label]:4d} tensors in {shards:2d} shards: "
-            f"{seconds * 1000:7.1f} ms (median of 5), weight bytes copied {copied}, hard-linked {linked / 1e9:.2f} GB"
+            f"{seconds * 1000:7.1f} ms (median of {attempts}), weight bytes copied {copied}, hard-linked {linked / 1e9:.2f} GB"
         )
     ratio = rows[1][3] / rows[0][3]
     print(
@@ -207,19 +212,19 @@ def bench_config_only(root: Path) -> None:
     )
 
 
-def bench_repack(root: Path, small_gb: float, large_gb: float) -> None:
+def bench_repack(root: Path, small_gb: float, large_gb: float, attempts: int, quick: bool) -> None:
     print("(b) conversion that drops a tensor (speculators -> z-lab, embed_tokens), real data")
     baseline = child(CHILD_BASELINE)["maxrss_kb"]
     print(f"  child baseline (python + dflash_tools.convert imported): {baseline / 1024:.0f} MiB RSS")
     results = {}
     for label, gb in (("small", small_gb), ("large", large_gb)):
-        spec = dense_spec(int(gb * 1e9))
+        spec = dense_spec(int(gb * 1e9), quick=quick)
         source = write_dense(root / f"dense-{label}", spec)
         weights = source / "model.safetensors"
         size = weights.stat().st_size
         warm(weights)
         cp_times, cp_sync_times = [], []
-        for attempt in range(2):
+        for attempt in range(attempts):
             target = root / f"cp-{label}-{attempt}"
             cp_times.append(timed(["cp", "--reflink=never", str(weights), str(target)]))
             target.unlink()
@@ -230,7 +235,7 @@ def bench_repack(root: Path, small_gb: float, large_gb: float) -> None:
             target.unlink()
         runs: dict[str, dict[str, float]] = {}
         for mode in ("kernel", "buffered"):
-            for attempt in range(2):
+            for attempt in range(attempts):
                 out = root / f"out-{label}-{mode}-{attempt}"
                 run = child(CHILD_CONVERT, str(source), str(out), mode)
                 if mode not in runs or run["seconds"] < runs[mode]["seconds"]:
@@ -285,13 +290,16 @@ def main() -> None:
     parser.add_argument("--small-gb", type=float, default=0.5)
     parser.add_argument("--large-gb", type=float, default=2.0)
     parser.add_argument("--skip-repack", action="store_true")
+    parser.add_argument("--quick", action="store_true", help="every step once, on a few MB (CI: it still runs)")
     args = parser.parse_args()
+    if args.quick:
+        args.small_gb, args.large_gb = 0.005, 0.02
     root = Path(tempfile.mkdtemp(prefix="dflash-tools-bench-convert-", dir=args.dir))
     start = time.perf_counter()
     try:
-        bench_config_only(root)
+        bench_config_only(root, 1 if args.quick else 5)
         if not args.skip_repack:
-            bench_repack(root, args.small_gb, args.large_gb)
+            bench_repack(root, args.small_gb, args.large_gb, 1 if args.quick else 2, args.quick)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     print(f"total {time.perf_counter() - start:.0f} s")

@@ -10,7 +10,8 @@ planted pattern and DFlash / DFlash2 drafts in both layouts) prints, as medians 
 With --target and --draft it measures that pair instead (e.g. a real published pair on a GPU:
 --device cuda --dtype bfloat16 --prompt "..." ; text prompts need the target's tokenizer).
 
-Run: python bench/bench_engine.py [--max-tokens 128] [--repeats 3] [--device cpu]
+    python bench/bench_engine.py [--max-tokens 128] [--repeats 3] [--device cpu]
+    python bench/bench_engine.py --quick     # 1 prompt, 8 tokens, 1 run: for CI
 """
 
 from __future__ import annotations
@@ -95,7 +96,10 @@ def main() -> None:
     parser.add_argument("--prompt", action="append", help="text prompt (with --target)")
     parser.add_argument("--chat", action="store_true", help="apply the target's chat template")
     parser.add_argument("--json", action="store_true", help="one JSON document on stdout")
+    parser.add_argument("--quick", action="store_true", help="1 prompt, 8 new tokens, 1 run (CI: it still runs)")
     args = parser.parse_args()
+    if args.quick:
+        args.max_tokens, args.repeats, args.prompts = 8, 1, 1
 
     cases: list[tuple[str, dict[str, Any]]] = []
     if args.target:

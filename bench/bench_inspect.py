@@ -6,18 +6,17 @@ measured in this run:
   - inspect time for each and their ratio (should be ~1: same tensors, ~70x the bytes),
   - bytes read by inspect vs the weight bytes,
   - the ratio against loading the 60 GB checkpoint with safetensors (numpy, tensor by tensor,
-    so memory stays bounded; capped at --load-seconds and extrapolated from the bytes loaded),
-  - CLI startup: `dflash-tools --help` and `inspect` on a bundled example, and whether torch got imported.
+    so memory stays bounded; capped at --load-seconds and extrapolated from the bytes loaded).
+CLI start-up is bench/bench_startup.py's.
 
-Run: python bench/bench_inspect.py [--load-seconds 60]
+    python bench/bench_inspect.py [--load-seconds 60]   # the figures in docs/benchmarks.md
+    python bench/bench_inspect.py --quick               # one inspect each, 1 s of loading: for CI
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import replace
@@ -62,24 +61,19 @@ def time_safetensors_load(folder: Path, budget: float) -> tuple[float, int, bool
     return time.perf_counter() - start, loaded, False
 
 
-def startup(*args: str) -> float:
-    times = []
-    for _ in range(3):
-        start = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "dflash_tools", *args], check=False, capture_output=True)
-        times.append(time.perf_counter() - start)
-    return min(times)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--load-seconds", type=float, default=60.0)
+    parser.add_argument("--quick", action="store_true", help="one inspect of each, 1 s of loading (CI)")
     args = parser.parse_args()
+    repeats = 1 if args.quick else 5
+    if args.quick:
+        args.load_seconds = 1.0
     with tempfile.TemporaryDirectory(dir=Path(__file__).parent) as tmp:
         root = Path(tmp)
         small, large = build(root, "narrow", NARROW), build(root, "real", REAL)
-        t_small, read_small, bytes_small = time_inspect(small)
-        t_large, read_large, bytes_large = time_inspect(large)
+        t_small, read_small, bytes_small = time_inspect(small, repeats)
+        t_large, read_large, bytes_large = time_inspect(large, repeats)
         print(
             f"inspect  {bytes_small / 1e9:6.2f} GB, 16 shards: {t_small * 1000:7.1f} ms, header bytes read {read_small:,}"
         )
@@ -97,17 +91,6 @@ def main() -> None:
         print(f"safetensors load of the 60 GB checkpoint: {full_load:.1f} s{note}")
         print(f"ratio load / inspect = {full_load / t_large:,.0f}x")
         print(f"disk actually used by both checkpoints: {testing.disk_usage(root) / 1e6:.1f} MB")
-    help_time = startup("--help")
-    inspect_time = startup("inspect", "example:zlab-dflash2", "--json")
-    probe = subprocess.run(
-        [sys.executable, "-c", "import sys; from dflash_tools.cli import app; print('torch' in sys.modules)"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    print(
-        f"startup: --help {help_time * 1000:.0f} ms, inspect example {inspect_time * 1000:.0f} ms, torch imported: {probe.stdout.strip()}"
-    )
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 #
 #   OUT=/tmp/out bash bench/gpu_smoke.sh                     # the vLLM PR's plan (Qwen3.8-27B, K 7)
 #   PRESET=qwen3-8b-dflash-b16 bash bench/gpu_smoke.sh       # smaller: Qwen3-8B, K 16
+#   QUICK=1 OUT=/tmp/out bash bench/gpu_smoke.sh             # CI: the same steps, no GPU, no install
 #
 # Knobs (environment):
 #   PRESET        configs/presets name (default qwen3.8-27b-dflash2)
@@ -13,6 +14,8 @@
 #   COMPARE=1     also run --compare-layouts (twice the GPU time)
 #   TIMEOUT       seconds per engine run (default 3000)
 #   EXTRA         extra smoke-test arguments, e.g. "--num-prompts 4 --max-tokens 128"
+#   QUICK=1       no virtual environment and no install: the bundled demo target and draft through
+#                 the torch reference engine on the CPU of the current environment (what CI runs)
 # Models come from the Hugging Face cache or the Hub (set HF_HUB_OFFLINE=1 on an offline host
 # whose cache already holds them). Exit status is smoke-test's: 0 pass, 1 fail, 2 setup.
 set -uo pipefail
@@ -27,17 +30,23 @@ mkdir -p "$OUT"
 
 log() { printf '[gpu_smoke] %s\n' "$*" >&2; }
 
-if [ ! -x "$VENV/bin/python" ]; then
-    python3 -m venv "$VENV" || exit 2
+if [ "${QUICK:-0}" = "1" ]; then
+    smoke_args=(-t example:engine-demo/target -d example:engine-demo/zlab-dflash2 --engine torch --device cpu
+        --num-prompts 1 --max-tokens 8)
+else
+    if [ ! -x "$VENV/bin/python" ]; then
+        python3 -m venv "$VENV" || exit 2
+    fi
+    # shellcheck disable=SC1091
+    . "$VENV/bin/activate"
+    pip_args=(--quiet)
+    if [ -n "${WHEELHOUSE:-}" ]; then
+        pip_args+=(--no-index --find-links "$WHEELHOUSE")
+    fi
+    log "installing dflash-tools[vllm] with $VLLM_SPEC"
+    python -m pip install "${pip_args[@]}" -e '.[vllm]' "$VLLM_SPEC" || exit 2
+    smoke_args=(--preset "$PRESET" --engine vllm)
 fi
-# shellcheck disable=SC1091
-. "$VENV/bin/activate"
-pip_args=(--quiet)
-if [ -n "${WHEELHOUSE:-}" ]; then
-    pip_args+=(--no-index --find-links "$WHEELHOUSE")
-fi
-log "installing dflash-tools[vllm] with $VLLM_SPEC"
-python -m pip install "${pip_args[@]}" -e '.[vllm]' "$VLLM_SPEC" || exit 2
 
 {
     nvidia-smi || true
@@ -47,23 +56,23 @@ python -m pip install "${pip_args[@]}" -e '.[vllm]' "$VLLM_SPEC" || exit 2
 
 log "plan (no GPU): $OUT/plan.json"
 # shellcheck disable=SC2086
-dflash-tools smoke-test --preset "$PRESET" --engine vllm --dry-run --json ${EXTRA:-} > "$OUT/plan.json"
+dflash-tools smoke-test "${smoke_args[@]}" --dry-run --json ${EXTRA:-} > "$OUT/plan.json"
 plan_status=$?
 if [ "$plan_status" -ne 0 ]; then
     log "the plan refuses to launch (exit $plan_status); see $OUT/plan.json"
     exit "$plan_status"
 fi
 
-log "running $PRESET; logs under $OUT/runs"
+log "running ${smoke_args[*]}; logs under $OUT/runs"
 # shellcheck disable=SC2086
-dflash-tools smoke-test --preset "$PRESET" --engine vllm --json --timeout "$TIMEOUT" \
+dflash-tools smoke-test "${smoke_args[@]}" --json --run-timeout "$TIMEOUT" \
     --output-dir "$OUT/runs" ${EXTRA:-} > "$OUT/result.json"
 status=$?
 
 if [ "${COMPARE:-0}" = "1" ]; then
     log "comparing layouts; logs under $OUT/compare"
     # shellcheck disable=SC2086
-    dflash-tools smoke-test --preset "$PRESET" --engine vllm --json --timeout "$TIMEOUT" --compare-layouts \
+    dflash-tools smoke-test "${smoke_args[@]}" --json --run-timeout "$TIMEOUT" --compare-layouts \
         --no-baseline --output-dir "$OUT/compare" ${EXTRA:-} > "$OUT/compare.json" || status=$?
 fi
 

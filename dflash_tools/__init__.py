@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from dflash_tools._version import __version__
-
 __all__ = [
     "ConvertPlan",
     "ConvertResult",
@@ -25,12 +23,18 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    from dflash_tools._version import __version__
     from dflash_tools.convert import ConvertPlan, ConvertResult, convert_checkpoint, plan_conversion, push_folder
     from dflash_tools.inspect import InspectReport, inspect_checkpoint
 
 
 def __getattr__(name: str) -> Any:
-    # Lazy so that `import dflash_tools` stays cheap for the CLI's --help.
+    # Lazy so that `import dflash_tools` stays cheap for the CLI's --help (even the version:
+    # importlib.metadata costs half of typer's start-up).
+    if name == "__version__":
+        from dflash_tools._version import __version__
+
+        return __version__
     if name in ("inspect_checkpoint", "InspectReport"):
         from dflash_tools import inspect
 

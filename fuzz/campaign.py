@@ -578,7 +578,7 @@ def check_terminal_output(text: str, what: str) -> None:
 def render(report: Any, target: TargetSpec | None, show_tensors: bool) -> None:
     """The JSON document and the human report must both come out, strict JSON, valid UTF-8."""
     from dflash_tools.cli._output import write_json
-    from dflash_tools.cli.inspect_cmd import render_report
+    from dflash_tools.cli.inspect_run import render_report
 
     for include in (False, True):
         document = report.to_dict(include_tensors=include)

@@ -1,8 +1,10 @@
-"""Command-line entry point (`dflash-tools`): one module per command, one output sink, one error map.
+"""Command-line entry point (`dflash-tools`): two modules per command, one output sink, one error map.
 
-`app` registers the commands; `inspect_cmd`, `convert_cmd` and `smoke_test_cmd` each parse their
-options, call the library and render; `_output` is the only place that writes to the terminal and
-`_errors` maps every library error to a one-line message, a next step and an exit code.
+`app` registers the commands; each `NAME_cmd` declares a command's options and help (all that
+`--help` imports), and its `NAME_run` calls the library and renders, imported only when the
+command runs (app.py says how to add one); `_help` lays out the help pages; `_output` is the only
+place that writes to the terminal and `_errors` maps every library error to a one-line message,
+a next step and an exit code.
 
 Imports: the commands (`inspect`, `convert`, `smoke`) and what they return (`draft`, `reading`,
 `dialects`, `files`), plus typer and rich, which nothing outside this package imports.

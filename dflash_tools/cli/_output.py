@@ -11,11 +11,16 @@ import json
 import os
 import re
 import sys
-from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-from rich.markup import escape
+# Declared with the options (which `--help` imports and which must not import rich); re-exported.
+from dflash_tools.cli._options import OutputFormat as OutputFormat
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+# rich is imported by the functions that print, not here: `main()` imports this module (through
+# `_errors`) on every run, `--help` included, and rich's console costs a third of typer's start-up.
 
 # C0/C1 controls, DEL, Unicode bidi / zero-width controls and line separators that can disguise
 # text, and lone surrogates (legal as JSON escapes in a hostile file, unprintable as UTF-8).
@@ -25,11 +30,6 @@ _UNSAFE = re.compile(
 # In JSON output the same characters (those json.dumps leaves raw) become \uXXXX escapes: the
 # document parses back to exactly the same strings, and stays inert when it lands on a terminal.
 _JSON_ESCAPE = re.compile("[\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u2069\ufeff\ud800-\udfff]")
-
-
-class OutputFormat(StrEnum):
-    HUMAN = "human"
-    JSON = "json"
 
 
 def printable(value: Any) -> str:
@@ -45,6 +45,8 @@ def printable(value: Any) -> str:
 
 def safe_text(value: Any) -> str:
     """Printable, markup-inert text: control characters become visible \\xNN / \\uNNNN escapes."""
+    from rich.markup import escape
+
     return escape(printable(value))
 
 
@@ -53,11 +55,15 @@ def _no_color(flag: bool) -> bool:
 
 
 def stdout_console(no_color: bool = False) -> Console:
+    from rich.console import Console
+
     width = None if sys.stdout.isatty() else int(os.environ.get("COLUMNS", "120"))
     return Console(no_color=_no_color(no_color), highlight=False, width=width, soft_wrap=False)
 
 
 def stderr_console(no_color: bool = False) -> Console:
+    from rich.console import Console
+
     return Console(stderr=True, no_color=_no_color(no_color), highlight=False)
 
 

@@ -1,10 +1,19 @@
-"""The root typer app. Each command lives in its own module and only parses, calls the core, renders."""
+"""The root typer app and its commands.
+
+Each command is two modules, so that `--help` and the commands that are not run cost nothing:
+`NAME_cmd.py` declares the command (its options, help text and `register(app)`) and imports only
+typer, `_options` and `_help`; its function hands the parsed options to `NAME_run.run()`, which
+is imported only when the command runs and does the work (calls the core, renders). Adding a
+command: write both modules and add it to `register_commands`. Adding an option: declare it in
+`NAME_cmd.py` (with a `rich_help_panel`) and take it as a keyword in `NAME_run.run()`.
+docs/development.md has the details; tests/cli/test_help.py checks the rules.
+"""
 
 from __future__ import annotations
 
 import typer
 
-from dflash_tools._version import __version__
+from dflash_tools.cli._help import Group
 
 EPILOG = (
     "Exit codes: 0 ok; 1 the checkpoint has error findings, or a runtime failure; "
@@ -12,8 +21,14 @@ EPILOG = (
     "Set DFLASH_TOOLS_DEBUG=1 to see tracebacks."
 )
 
+# typer converts every option value that is not already a bool through pydantic, and the root's
+# flags that were not given (--help, the completion flags) arrive as None: defaults of False
+# spare `dflash-tools COMMAND --help` the pydantic import (most of its cost: bench/bench_startup.py).
+_ROOT_FLAG_DEFAULTS = {"help": False, "install_completion": False, "show_completion": False}
+
 app = typer.Typer(
     name="dflash-tools",
+    cls=Group,
     help="Inspect, normalize and smoke-test DFlash-family speculative-decoding drafts "
     "(DFlash, DFlash2, DSpark) before you serve them with vLLM.",
     epilog=EPILOG,
@@ -21,12 +36,14 @@ app = typer.Typer(
     add_completion=True,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
-    context_settings={"help_option_names": ["-h", "--help"]},
+    context_settings={"help_option_names": ["-h", "--help"], "default_map": _ROOT_FLAG_DEFAULTS},
 )
 
 
 def _version(value: bool) -> None:
     if value:
+        from dflash_tools._version import __version__
+
         typer.echo(f"dflash-tools {__version__}")
         raise typer.Exit()
 

@@ -1,31 +1,19 @@
-"""`dflash-tools convert`: parse options, call the core (`dflash_tools.convert`), render."""
+"""`dflash-tools convert`: the options and help; the work is in `convert_run` (see `app.py`)."""
 
-from __future__ import annotations
-
-import os
-from typing import Annotated, Any
+from typing import Annotated, Literal
 
 import typer
-from rich.table import Table
-from rich.text import Text
 
-from dflash_tools.cli._errors import EXIT_FINDINGS, EXIT_OK, handle_errors
-from dflash_tools.cli._layout import print_line, print_unpadded, table_or_blocks, wrap_words
-from dflash_tools.cli._options import FormatOption, JsonOption, NoColorOption, TokenOption
-from dflash_tools.cli._output import (
-    SEVERITY_STYLE,
+from dflash_tools.cli._help import Command
+from dflash_tools.cli._options import (
+    FormatOption,
+    HubTimeoutOption,
+    JsonOption,
+    NoColorOption,
     OutputFormat,
-    human_bytes,
-    printable,
-    safe_text,
-    stderr_console,
-    stdout_console,
-    write_json,
+    Panel,
+    TokenOption,
 )
-from dflash_tools.draft.findings import Severity
-from dflash_tools.draft.geometry import Geometry
-from dflash_tools.errors import UsageError
-from dflash_tools.files.atomic import LinkMode
 
 HELP = """Normalize a draft checkpoint, or translate it between z-lab and speculators form.
 
@@ -37,19 +25,12 @@ hard-linked (or copied); tensors that must go are removed by streaming the bytes
 Examples:
 
   dflash-tools convert z-lab/Qwen3.8-27B-DFlash2 -o ./qwen38-dflash2
-
   dflash-tools convert ./anchor-draft -o ./out --sample-from-anchor
-
   dflash-tools convert ./speculators-draft -o ./zlab --to zlab
-
   dflash-tools convert ./speculators-draft -o ./for-sglang --for sglang
-
   dflash-tools convert ./draft --in-place
-
   dflash-tools convert ./draft -o ./out --dry-run
-
   dflash-tools convert ./draft --check
-
   dflash-tools convert ./draft -o ./out --push-to-hub me/draft-fixed
 """
 
@@ -61,10 +42,14 @@ EPILOG = (
     "Hugging Face cache) or a source that cannot be found or reached."
 )
 
+WHERE = "Where to write"
+WHAT = "What to write"
+
 
 def register(app: typer.Typer) -> None:
     app.command(
         "convert",
+        cls=Command,
         help=HELP,
         short_help="Normalize a draft, or translate it (z-lab <-> speculators).",
         epilog=EPILOG,
@@ -86,15 +71,54 @@ def convert_command(
             metavar="OUT",
             help="New folder for the result (must be empty or absent).",
             show_default=False,
+            rich_help_panel=WHERE,
         ),
     ] = None,
     in_place: Annotated[
-        bool, typer.Option("--in-place", help="Rewrite SOURCE itself (a plain local folder; NAME.bak backups kept).")
-    ] = False,
-    to: Annotated[
-        str | None,
+        bool,
         typer.Option(
-            "--to", metavar="DIALECT", help="Translate to zlab or speculators (DFlash / DFlash2).", show_default=False
+            "--in-place",
+            help="Rewrite SOURCE itself (a plain local folder; NAME.bak backups kept).",
+            rich_help_panel=WHERE,
+        ),
+    ] = False,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run", help="Print the plan and the config.json diff; write nothing.", rich_help_panel=WHERE
+        ),
+    ] = False,
+    check: Annotated[
+        bool,
+        typer.Option(
+            "--check", help="Write nothing; exit 1 if anything would change (a CI gate).", rich_help_panel=WHERE
+        ),
+    ] = False,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="Replace a non-empty OUT or old backups; let a flag override an explicit value.",
+            rich_help_panel=WHERE,
+        ),
+    ] = False,
+    backup: Annotated[
+        bool,
+        typer.Option(
+            "--backup/--no-backup", help="With --in-place: keep NAME.bak of every replaced file.", rich_help_panel=WHERE
+        ),
+    ] = True,
+    link_mode: Annotated[
+        Literal["auto", "hardlink", "copy", "symlink"],
+        typer.Option("--link-mode", help="How unchanged weights reach OUT.", rich_help_panel=WHERE),
+    ] = "auto",
+    to: Annotated[
+        Literal["zlab", "speculators"] | None,
+        typer.Option(
+            "--to",
+            help="Translate to this dialect (DFlash / DFlash2; default: keep the dialect).",
+            show_default=False,
+            rich_help_panel=WHAT,
         ),
     ] = None,
     for_engines: Annotated[
@@ -105,12 +129,17 @@ def convert_command(
             help="Write what this engine release reads (sglang: z-lab form) and refuse a draft it cannot serve as "
             "trained: sglang, vllm==0.33.0, vllm==0.34.0, all. Repeat it or separate names with commas.",
             show_default=False,
+            rich_help_panel=WHAT,
         ),
     ] = None,
     block_size: Annotated[
         int | None,
         typer.Option(
-            "--block-size", min=1, help="The trained block size, overriding the checkpoint.", show_default=False
+            "--block-size",
+            min=1,
+            help="The trained block size, overriding the checkpoint.",
+            show_default=False,
+            rich_help_panel=WHAT,
         ),
     ] = None,
     sample_from_anchor: Annotated[
@@ -119,28 +148,23 @@ def convert_command(
             "--sample-from-anchor/--no-sample-from-anchor",
             help="The trained layout: anchor-first / bonus-anchor.",
             show_default=False,
+            rich_help_panel=WHAT,
         ),
     ] = None,
     target: Annotated[
         str | None,
-        typer.Option("--target", "-t", help="Target model (folder or repo id): recorded as the verifier, and checked."),
+        typer.Option(
+            "--target",
+            "-t",
+            help="Target model (folder or repo id): recorded as the verifier, and checked.",
+            rich_help_panel=WHAT,
+        ),
     ] = None,
-    force: Annotated[
-        bool,
-        typer.Option("--force", help="Replace a non-empty OUT or old backups; let a flag override an explicit value."),
-    ] = False,
-    backup: Annotated[
-        bool, typer.Option("--backup/--no-backup", help="With --in-place: keep NAME.bak of every replaced file.")
-    ] = True,
-    dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Print the plan and the config.json diff; write nothing.")
-    ] = False,
-    check: Annotated[
-        bool, typer.Option("--check", help="Write nothing; exit 1 if anything would change (a CI gate).")
-    ] = False,
-    link_mode: Annotated[
-        LinkMode, typer.Option("--link-mode", help="How unchanged weights reach OUT.")
-    ] = LinkMode.AUTO,
+    revision: Annotated[
+        str | None, typer.Option("--revision", help="Hub branch, tag or commit of SOURCE.", rich_help_panel=Panel.HUB)
+    ] = None,
+    token: TokenOption = None,
+    timeout: HubTimeoutOption = 10.0,
     push_to_hub: Annotated[
         str | None,
         typer.Option(
@@ -148,6 +172,7 @@ def convert_command(
             metavar="REPO",
             help="Upload the result to this Hub repo, as a pull request.",
             show_default=False,
+            rich_help_panel=Panel.HUB,
         ),
     ] = None,
     pr: Annotated[
@@ -155,258 +180,29 @@ def convert_command(
         typer.Option(
             "--pr/--no-pr",
             help="--no-pr: commit directly (creating the repo if needed) instead of opening a pull request.",
+            rich_help_panel=Panel.HUB,
         ),
     ] = True,
     commit_message: Annotated[
         str | None,
-        typer.Option("--commit-message", help="Commit / pull request title for --push-to-hub.", show_default=False),
+        typer.Option(
+            "--commit-message",
+            help="Commit / pull request title for --push-to-hub.",
+            show_default=False,
+            rich_help_panel=Panel.HUB,
+        ),
     ] = None,
-    revision: Annotated[str | None, typer.Option("--revision", help="Hub branch, tag or commit of SOURCE.")] = None,
-    token: TokenOption = None,
-    timeout: Annotated[float, typer.Option("--timeout", min=0.1, help="Seconds for each Hub request.")] = 10.0,
     output_format: FormatOption = OutputFormat.HUMAN,
     json_flag: JsonOption = False,
     quiet: Annotated[
-        bool, typer.Option("--quiet", "-q", help="Human output: only warnings and the last line.")
+        bool,
+        typer.Option(
+            "--quiet", "-q", help="Human output: only warnings and the last line.", rich_help_panel=Panel.OUTPUT
+        ),
     ] = False,
     no_color: NoColorOption = False,
 ) -> None:
-    fmt = OutputFormat.JSON if json_flag else output_format
-    with handle_errors("convert", json_output=fmt is OutputFormat.JSON, source=source):
-        if not source:
-            raise UsageError("no SOURCE given", "pass a checkpoint folder, a Hub repo id or example:NAME")
-        _check_usage(output, in_place, to, backup, check, dry_run)
-        if token and "HF_TOKEN" not in os.environ:
-            stderr_console(no_color).print(
-                "[yellow]warning:[/yellow] --token on the command line is visible to other users; prefer HF_TOKEN"
-            )
-        from dflash_tools.convert import convert_checkpoint
-        from dflash_tools.serving.engine_view import engine_choices, resolve_engine_specs
+    options = dict(locals())  # exactly the parameters above
+    from dflash_tools.cli import convert_run  # the work, imported only when the command runs
 
-        try:
-            engines, installed = resolve_engine_specs(for_engines or [])
-        except ValueError as exc:
-            raise UsageError(f"--for {exc}", f"choose from: {', '.join(engine_choices())}") from None
-        if installed:
-            raise UsageError(
-                "--for vllm: name the release the draft will be served with",
-                "pass --for vllm==0.33.0 or --for vllm==0.34.0",
-            )
-        writes = not (check or dry_run)
-        result = convert_checkpoint(
-            source,
-            output,
-            in_place=in_place,
-            to=to,
-            block_size=block_size,
-            sample_from_anchor=sample_from_anchor,
-            target=target,
-            force=force,
-            backup=backup,
-            link_mode=link_mode,
-            dry_run=not writes,
-            revision=revision,
-            token=token,
-            timeout=timeout,
-            push_to_hub=push_to_hub if writes else None,
-            create_pr=pr,
-            commit_message=commit_message,
-            for_engines=engines,
-        )
-        code = EXIT_FINDINGS if check and result.plan.changed else EXIT_OK
-        if fmt is OutputFormat.JSON:
-            document = result.to_dict()
-            if check:
-                document["mode"] = "check"
-            if push_to_hub and not writes:
-                document["push"] = {"repo_id": push_to_hub, "pr_url": None, "commit_url": None, "would_push": True}
-            write_json(document)
-        else:
-            render(result, check=check, quiet=quiet, no_color=no_color, would_push=push_to_hub if not writes else None)
-        raise typer.Exit(code)
-
-
-def _check_usage(
-    output: str | None,
-    in_place: bool,
-    to: str | None,
-    backup: bool,
-    check: bool,
-    dry_run: bool,
-) -> None:
-    if in_place and output is not None:
-        raise UsageError(
-            "--in-place and -o/--output exclude each other",
-            "pass -o OUT for a new folder, or --in-place to rewrite SOURCE",
-        )
-    if to is not None and to not in ("zlab", "speculators"):
-        raise UsageError(f"--to {to}: expected zlab or speculators", "drop --to to keep the dialect")
-    if not backup and not in_place:
-        raise UsageError("--no-backup only applies to --in-place", "drop --no-backup")
-    if not (in_place or output or check or dry_run):
-        raise UsageError("no output given", "pass -o OUT (a new folder), --in-place, --dry-run or --check")
-
-
-# --------------------------------------------------------------------------------------------
-# Human output
-# --------------------------------------------------------------------------------------------
-
-
-def _geometry_rows(before: Geometry | None, after: Geometry | None) -> list[tuple[str, str, str]]:
-    def cell(g: Geometry | None, value: str, source: str | None = None) -> str:
-        if g is None:
-            return "[red]unknown[/red]"
-        return value + (f" [dim]({source})[/dim]" if source else "")
-
-    rows = []
-    for label, get, source in (
-        ("block_size", lambda g: str(g.block_size), lambda g: g.block_size_source.value),
-        (
-            "sample_from_anchor",
-            lambda g: str(g.sample_from_anchor).lower(),
-            lambda g: g.sample_from_anchor_source.value,
-        ),
-        ("layout", lambda g: g.layout, None),
-        ("K_max", lambda g: str(g.max_speculative_tokens), None),
-        ("query positions at K_max", lambda g: str(g.num_query_tokens), None),
-    ):
-        rows.append(
-            (
-                label,
-                cell(before, get(before) if before else "", source(before) if (before and source) else None),
-                cell(after, get(after) if after else "", source(after) if (after and source) else None),
-            )
-        )
-    return rows
-
-
-def render(result: Any, *, check: bool, quiet: bool, no_color: bool, would_push: str | None) -> None:
-    from dflash_tools.convert import ConvertResult
-
-    assert isinstance(result, ConvertResult)
-    plan = result.plan
-    console = stdout_console(no_color)
-    err = stderr_console(no_color)
-    for warning in plan.warnings:
-        err.print(f"[yellow]warning:[/yellow] {safe_text(warning)}", soft_wrap=True)
-    for note in result.notes:
-        err.print(f"[dim]note:[/dim] {safe_text(note)}", soft_wrap=True)
-    if not quiet:
-        where = safe_text(plan.loaded.source)
-        arrow = f" → {safe_text(result.output)}" if result.output is not None else ""
-        mode = {"dry-run": " (dry run: nothing written)", "in-place": " (in place)"}.get(result.mode, "")
-        if check:
-            mode = " (check: nothing written)"
-        console.print(f"[bold]convert[/bold] {where}{arrow}{mode}")
-        kind = "cross-dialect" if plan.cross_dialect else "normalize"
-        console.print(f"dialect: {plan.description.dialect.value} → {plan.output_dialect.value} ({kind})")
-        table = Table(show_header=True, header_style="bold", box=None, padding=(0, 2))
-        table.add_column("geometry")
-        table.add_column("before")
-        table.add_column("after")
-        after_geometry = result.after.geometry if result.after is not None else (plan.output_geometry or plan.geometry)
-        for row in _geometry_rows(plan.before.geometry, after_geometry):
-            table.add_row(*row)
-        print_unpadded(console, table)
-        if plan.decisions:
-            console.print("[bold]decisions[/bold]")
-            for decision in plan.decisions:
-                _bullet(console, printable(decision.message))
-        if plan.engines:
-            console.print("[bold]engines[/bold]")
-            for spec, verdict in plan.engines.items():  # keyed as in JSON: `sglang`, `vllm==0.34.0`
-                plugin = " (with the dflash-tools plugin)" if verdict["plugin"] == "needed" else ""
-                _bullet(
-                    console,
-                    f"{spec}: {verdict['outcome']}{plugin}, {verdict['layout']} layout, K = {verdict['draft_tokens']}",
-                )
-        if plan.tensor_changes:
-            console.print("[bold]tensors[/bold]")
-            for change in plan.tensor_changes:
-                what = f"rename → {printable(change.new_name)}" if change.action == "rename" else "drop"
-                _bullet(
-                    console, f"{printable(change.name)} ({printable(change.file)}): {what}: {printable(change.reason)}"
-                )
-        if result.files:
-            rows = [
-                [
-                    printable(record.path),
-                    record.action + (f" ({printable(record.detail)})" if record.detail else ""),
-                    human_bytes(record.bytes),
-                ]
-                for record in result.files
-            ]
-            table_or_blocks(console, ("file", "action", "bytes"), rows)
-        if result.mode == "dry-run" and not check and plan.config_changed:
-            console.print("[bold]config.json diff[/bold]")
-            for line in plan.diff().splitlines():
-                style = "green" if line.startswith("+") else "red" if line.startswith("-") else None
-                text = safe_text(line)
-                console.print(f"[{style}]{text}[/{style}]" if style else text, soft_wrap=True)
-        if result.after is not None:
-            _render_verification(console, result)
-    _render_last_line(console, result, check=check, would_push=would_push)
-
-
-def _bullet(console: Any, text: str) -> None:
-    for line in wrap_words(text, console.width, "    ", first_indent="  • "):
-        print_line(console, line)
-
-
-def _render_verification(console: Any, result: Any) -> None:
-    after = result.after
-    counts = {s: sum(1 for f in after.findings if f.severity is s) for s in Severity}
-    text = (
-        f"verification: output inspected: {counts[Severity.ERROR]} error(s), "
-        f"{counts[Severity.WARNING]} warning(s), {counts[Severity.INFO]} note(s); no new errors"
-    )
-    for line in wrap_words(text, console.width, "  "):
-        print_line(console, line)
-    for finding in after.findings:
-        if finding.severity is Severity.INFO:
-            continue
-        style = SEVERITY_STYLE[finding.severity.value]
-        lines = wrap_words(printable(finding.message), console.width, " " * 9, first_indent=f"  {finding.code} ")
-        styled = Text("\n".join(lines))
-        styled.stylize(style, 2, 2 + len(finding.code))
-        console.print(styled, soft_wrap=True)
-
-
-def _render_last_line(console: Any, result: Any, *, check: bool, would_push: str | None) -> None:
-    plan = result.plan
-    if check or result.mode == "dry-run":
-        if plan.changed:
-            parts = []
-            if plan.config_changed:
-                keys = plan.changed_keys()
-                parts.append(
-                    f"config.json ({len(keys)} key(s): {', '.join(keys[:6])}{', ...' if len(keys) > 6 else ''})"
-                )
-            if plan.tensor_changes:
-                parts.append(f"{len(plan.tensor_changes)} tensor(s)")
-            verb = "[bold yellow]would change[/bold yellow]" if check else "[bold]would write[/bold]"
-            console.print(f"{verb}: {safe_text('; '.join(parts))}")
-        else:
-            console.print("[bold green]already normalized[/bold green]: nothing would change")
-        if would_push:
-            console.print(f"would open a pull request on {safe_text(would_push)}")
-        return
-    if not result.written:
-        console.print("[bold green]already normalized[/bold green]: nothing written")
-    else:
-        linked = sum(1 for f in result.files if f.action in ("hardlink", "symlink"))
-        text = (
-            f"wrote {printable(result.output)}: {len(result.files)} file(s), "
-            f"{linked} linked, {human_bytes(result.weight_bytes_copied)} of weights copied"
-            + (f"; backups: {', '.join(printable(p.name) for p in result.backups)}" if result.backups else "")
-        )
-        for index, line in enumerate(wrap_words(text, console.width, "  ")):
-            styled = Text(line)
-            if index == 0:
-                styled.stylize("bold green", 0, len("wrote"))
-            print_line(console, styled)
-    if result.push is not None:
-        if result.push.pr_url:
-            console.print(f"pull request: {safe_text(result.push.pr_url)}")
-        elif result.push.commit_url:
-            console.print(f"commit: {safe_text(result.push.commit_url)}")
+    convert_run.run(**options)

@@ -1,99 +1,38 @@
-"""`dflash-tools examples`: list the bundled example checkpoints (the `example:NAME` sources)."""
+"""`dflash-tools examples`: the options and help; the work is in `examples_run` (see `app.py`)."""
 
-from __future__ import annotations
-
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from dflash_tools.cli._errors import handle_errors
-from dflash_tools.cli._layout import print_line, wrap_words
-from dflash_tools.cli._options import FormatOption, JsonOption, NoColorOption
-from dflash_tools.cli._output import OutputFormat, stdout_console, write_json
-from dflash_tools.reading.local import examples_dir
-from dflash_tools.reading.source import EXAMPLE_PREFIX
-
-SCHEMA_VERSION = 1
-
-# What each bundled example is for; a folder without an entry is still listed.
-DESCRIPTIONS = {
-    "zlab-dflash": "z-lab DFlash, block_size at top level and in dflash_config",
-    "zlab-dflash2": "z-lab DFlash2, bonus-anchor (B 8, K 7, 8 query positions)",
-    "zlab-dflash2-anchor-first": "z-lab DFlash2, anchor-first (B 7, K 7, 7 query positions)",
-    "speculators-dflash": "speculators format, DFlash",
-    "speculators-dflash2": "speculators format, DFlash2",
-    "speculators-dspark": "speculators format, DSpark",
-    "speculators-dflash-legacy": "pre-April-2026 speculators save: proposal count = block size (DFT012)",
-    "dspark-native": "native DSpark (Qwen3DSparkModel), no sample_from_anchor key",
-    "open-spec": "Open Spec Config",
-    "tiny-target": "config-only target the drafts above pair with (--target)",
-    "engine-demo/target": "tiny real target (weights, tokenizer) for the CPU smoke-test demo",
-    "engine-demo/zlab-dflash": "DFlash draft built for the demo target, bonus-anchor",
-    "engine-demo/zlab-dflash-anchor-first": "DFlash draft for the demo target, anchor-first",
-    "engine-demo/zlab-dflash2": "DFlash2 draft for the demo target, bonus-anchor",
-    "engine-demo/zlab-dflash2-anchor-first": "DFlash2 draft for the demo target, anchor-first",
-    "vllm-cpu-demo/target": "tiny real target with head_dim 64, float32, that vLLM's CPU build serves",
-    "vllm-cpu-demo/zlab-dflash": "DFlash draft for the vLLM CPU demo target, bonus-anchor (B 8, K 7)",
-    "vllm-cpu-demo/zlab-dflash-anchor-first": "DFlash draft for the vLLM CPU demo target, anchor-first (B 7, K 7)",
-}
+from dflash_tools.cli._help import Command
+from dflash_tools.cli._options import FormatOption, JsonOption, NoColorOption, OutputFormat, Panel
 
 HELP = """List the bundled example checkpoints, usable anywhere a SOURCE or --target goes as example:NAME.
 
 Examples:
 
   dflash-tools examples
-
   dflash-tools inspect example:zlab-dflash2
-
-  dflash-tools smoke-test --engine torch --device cpu -t example:engine-demo/target -d example:engine-demo/zlab-dflash2
+  dflash-tools smoke-test --engine torch --device cpu \\
+      -t example:engine-demo/target -d example:engine-demo/zlab-dflash2
 """
 
 
-def all_examples() -> list[tuple[str, str]]:
-    """Every folder with a config.json under the bundled examples, nested ones as `group/name`."""
-    root = examples_dir()
-    names = sorted(
-        str(config.parent.relative_to(root).as_posix())
-        for config in root.rglob("config.json")
-        if config.parent != root and not any(part.startswith((".", "_")) for part in config.relative_to(root).parts)
-    )
-    return [(name, DESCRIPTIONS.get(name, "")) for name in names]
-
-
 def register(app: typer.Typer) -> None:
-    app.command("examples", help=HELP, short_help="List the bundled example:NAME checkpoints.")(examples_command)
+    app.command("examples", cls=Command, help=HELP, short_help="List the bundled example:NAME checkpoints.")(
+        examples_command
+    )
 
 
 def examples_command(
     output_format: FormatOption = OutputFormat.HUMAN,
     json_flag: JsonOption = False,
-    names_only: Annotated[bool, typer.Option("--names", help="Only the example:NAME sources, one a line.")] = False,
+    names_only: Annotated[
+        bool, typer.Option("--names", help="Only the example:NAME sources, one a line.", rich_help_panel=Panel.OUTPUT)
+    ] = False,
     no_color: NoColorOption = False,
 ) -> None:
-    fmt = OutputFormat.JSON if json_flag else output_format
-    with handle_errors("examples", json_output=fmt is OutputFormat.JSON):
-        examples = all_examples()
-        if fmt is OutputFormat.JSON:
-            write_json(
-                {
-                    "schema_version": SCHEMA_VERSION,
-                    "command": "examples",
-                    "ok": True,
-                    "examples": [
-                        {"source": EXAMPLE_PREFIX + name, "description": text, "path": str(Path(examples_dir(), name))}
-                        for name, text in examples
-                    ],
-                }
-            )
-            return
-        console = stdout_console(no_color)
-        if names_only:
-            for name, _ in examples:
-                print_line(console, EXAMPLE_PREFIX + name)
-            return
-        width = console.width
-        for name, text in examples:
-            print_line(console, EXAMPLE_PREFIX + name, style="bold")
-            for line in wrap_words(text, width, "    ", first_indent="    "):
-                print_line(console, line)
+    options = dict(locals())  # exactly the parameters above
+    from dflash_tools.cli import examples_run  # the work, imported only when the command runs
+
+    examples_run.run(**options)

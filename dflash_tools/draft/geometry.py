@@ -307,7 +307,11 @@ def _sfa_not_explicit(desc: DraftDescription, sfa: bool, source: ValueSource) ->
     return make_finding(
         "DFT011",
         f"{primary} is not explicit ({why}); assuming {layout_name(sfa)} layout",
-        f"if that is how the draft was trained, run `dflash-tools convert SRC -o OUT {flag}` to write it down",
+        # How to find out comes first: writing down a guess would make a wrong layout look settled.
+        "to find out how it was trained: the draft's model card or training config; inspect's profile line, "
+        "when the draft matches a published one (configs/profiles); or serve both layouts on its target with "
+        "`smoke-test --compare-layouts`, where the trained layout wins clearly (docs/smoke-test.md). "
+        f"If it was trained {layout_name(sfa)}, run `dflash-tools convert SRC -o OUT {flag}` to write it down",
         keys=(primary,),
         values={"sample_from_anchor": sfa, "source": source.value},
     )

@@ -28,7 +28,7 @@ from dflash_tools.draft.description import Algorithm, DraftDescription
 from dflash_tools.draft.findings import Finding, Severity, has_errors, make_finding, sort_findings
 from dflash_tools.draft.geometry import layout_name, num_query_tokens
 from dflash_tools.draft.target import TargetSpec
-from dflash_tools.errors import DflashToolsError, UsageError
+from dflash_tools.errors import DflashToolsError, SourceError, UsageError
 from dflash_tools.inspect import InspectReport, inspect_loaded
 from dflash_tools.reading.source import load_checkpoint
 from dflash_tools.serving.vllm_capability import VllmCapability
@@ -584,6 +584,32 @@ def _check_expectations(plan: DraftPlan, entry: DraftEntry, k: int, sample_from_
             )
 
 
+# What an engine loads a target's weights from (transformers and vLLM alike).
+WEIGHT_PATTERNS = ("*.safetensors", "*.bin", "*.safetensors.index.json", "*.bin.index.json")
+RUNNABLE_EXAMPLE_TARGETS = (
+    "example:engine-demo/target (--engine torch)",
+    "example:vllm-cpu-demo/target (--engine vllm --device cpu)",
+)
+
+
+def require_runnable_target(target_spec: TargetSpec) -> None:
+    """Refuse at plan time a local target that has a config but no weights (a config-only example
+    such as example:tiny-target): the plan would say PLANNED and the engine fail at load time.
+    A Hub target is not listed here (that would cost a request); its engine reports a missing file."""
+    config = Path(target_spec.location)
+    if not config.is_file():
+        return
+    folder = config.parent
+    if any(next(folder.glob(pattern), None) is not None for pattern in WEIGHT_PATTERNS):
+        return
+    raise SourceError(
+        f"target {target_spec.source}: config only, no weights in {folder} (no *.safetensors or *.bin): "
+        "an engine cannot run it",
+        "pass a target with its weights (a model folder or a Hub repo id); bundled targets that run on a CPU: "
+        + ", ".join(RUNNABLE_EXAMPLE_TARGETS),
+    )
+
+
 def resolve_plan(
     options: SmokeOptions,
     capability: VllmCapability | None,
@@ -593,6 +619,8 @@ def resolve_plan(
         raise UsageError("no draft given", "pass --draft (repeatable) or --preset")
     if options.target is None:
         raise UsageError("no target given", "pass --target (the model the drafts were trained for) or --preset")
+    if target_spec is not None:
+        require_runnable_target(target_spec)
     drafts = [
         plan_draft(index, entry, options, options.engine, target_spec, capability)
         for index, entry in enumerate(options.drafts)

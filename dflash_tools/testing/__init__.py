@@ -371,6 +371,19 @@ def make_target_config(spec: DraftSpec, *, multimodal: bool = False) -> dict[str
     return text
 
 
+def write_target(folder: Path, spec: DraftSpec, *, multimodal: bool = False) -> Path:
+    """A target folder as an engine finds one: `make_target_config` and a `model.safetensors` with
+    the embedding and LM head (zeros, sparse on disk). Enough for planning and the test engine; a
+    real forward pass needs a trained target (`dflash_tools/examples/engine-demo/target`)."""
+    write_json(folder / "config.json", make_target_config(spec, multimodal=multimodal))
+    shape = (spec.vocab_size, spec.hidden_size)
+    write_safetensors(
+        folder / "model.safetensors",
+        [("model.embed_tokens.weight", spec.dtype, shape), ("lm_head.weight", spec.dtype, shape)],
+    )
+    return folder
+
+
 def write_safetensors(
     path: Path,
     tensors: list[TensorSpec],

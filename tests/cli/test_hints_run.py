@@ -23,7 +23,7 @@ from typer.testing import CliRunner
 
 from dflash_tools.cli import app
 from dflash_tools.cli._layout import hint_commands
-from dflash_tools.cli.examples_cmd import all_examples
+from dflash_tools.cli.examples_run import all_examples
 from dflash_tools.reading.local import examples_dir, list_examples
 
 runner = CliRunner()
@@ -140,13 +140,14 @@ def test_convert_error_does_not_offer_single_files(tmp_path: Path, monkeypatch: 
 
 
 def test_options_named_in_hints_exist(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A network hint names the timeout option of the command that printed it."""
+    """A network hint names the timeout option of the command that printed it: `--timeout`, the
+    Hub request timeout in every command (smoke-test's engine wall clock is `--run-timeout`)."""
     monkeypatch.chdir(tmp_path)
     # An endpoint that refuses connections at once: the Hub cannot be reached.
     env = {"HF_HUB_OFFLINE": "0", "HF_ENDPOINT": "http://127.0.0.1:9"}
     for args, option in (
         (["inspect", "nobody/no-draft"], "--timeout"),
-        (["smoke-test", "--dry-run", "-t", "nobody/no-target", "-d", "example:zlab-dflash2"], "--hub-timeout"),
+        (["smoke-test", "--dry-run", "-t", "nobody/no-target", "-d", "example:zlab-dflash2"], "--timeout"),
     ):
         code, stderr = run_process(args, env, tmp_path)
         assert code == 2, stderr

@@ -124,7 +124,7 @@ def test_environment_variable_asks_for_json_too(tmp_path: Path) -> None:
         (["examples"], 0),
         (["smoke-test", "--dry-run", "-t", "example:engine-demo/target", "-d", "example:engine-demo/zlab-dflash2"], 0),
         # An unreadable draft is a refused draft inside the full smoke-test document (exit 2).
-        (["smoke-test", "--dry-run", "-t", "example:tiny-target", "-d", "./nope"], 2),
+        (["smoke-test", "--dry-run", "-t", "example:engine-demo/target", "-d", "./nope"], 2),
     ],
 )
 def test_success_and_findings_paths_print_one_document(args: list[str], exit_code: int, tmp_path: Path) -> None:

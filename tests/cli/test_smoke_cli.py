@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -53,7 +54,7 @@ def invoke(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, str
 def setup(tmp_path: Path) -> dict[str, str]:
     """A target and two DFlash2 drafts (bonus-anchor B 8, anchor-first B 7), as on the GPU plan."""
     target = tmp_path / "target"
-    testing.write_json(target / "config.json", testing.make_target_config(testing.TINY_DFLASH2))
+    testing.write_target(target, testing.TINY_DFLASH2)
     bonus = testing.write_checkpoint(tmp_path / "zlab-dflash2", "zlab-dflash2", testing.TINY_DFLASH2)
     anchor = testing.write_checkpoint(tmp_path / "anchor-dflash2", "zlab-dflash2", ANCHOR_DFLASH2)
     prompts = tmp_path / "prompts.jsonl"
@@ -280,6 +281,39 @@ def test_failures(setup: dict[str, str], fake_child: None) -> None:
     ]
 
 
+def test_an_engine_error_is_printed_once(setup: dict[str, str], fake_child: None) -> None:
+    """The verdict carries the engine's error (at the end); the first verdict line and the progress
+    line on stderr only point to it. JSON: the progress line is the only human-readable copy."""
+    args = ["-t", setup["target"], "-d", setup["bonus"], "--prompts", setup["prompts"], "--engine", "vllm"]
+    message = "sample_from_anchor=True is not supported for DFlash"
+    code, out, err = invoke(*args, env={"FAKE_CHILD_MODE": "error"})
+    assert code == 1
+    assert (out + err).count(message) == 1, out + err
+    assert out.splitlines()[0].startswith("ERROR ") and out.count("ERROR ") >= 2  # first and last
+    code, out, err = invoke(*args, "--json", env={"FAKE_CHILD_MODE": "error"})
+    assert code == 1 and message in json.loads(out)["drafts"][0]["verdict"]["reasons"][0]
+    assert err.count(message) == 1
+
+
+@pytest.mark.parametrize("mode", ["--dry-run", "--no-baseline"])
+def test_a_target_without_weights_is_refused_at_plan_time(mode: str, setup: dict[str, str]) -> None:
+    """example:tiny-target is config only: the dry run used to say PLANNED and the real run fail in
+    transformers. Both are refused before any engine starts, naming a bundled target that runs."""
+    args = ["-t", "example:tiny-target", "-d", "example:zlab-dflash2", "--engine", "torch", mode]
+    code, out, err = invoke(*args)
+    assert code == 2 and out == ""
+    assert err.count("config only, no weights") == 1
+    assert "example:engine-demo/target" in err and "PLANNED" not in out + err
+    code, out, err = invoke(*args, "--json")
+    assert code == 2 and json.loads(out)["error"]["kind"] == "source"
+    # A folder with a config only, the same.
+    config_only = Path(setup["dir"]) / "config-only"
+    config_only.mkdir()
+    shutil.copy(Path(setup["target"]) / "config.json", config_only / "config.json")
+    code, _, err = invoke("-t", str(config_only), "-d", setup["bonus"], "--engine", "torch", mode)
+    assert code == 2 and "config only, no weights" in err
+
+
 def test_token_mismatch_is_a_warning_unless_required(setup: dict[str, str], fake_child: None) -> None:
     code, document, _ = run_json(*base_args(setup, "--engine", "vllm"), env={"FAKE_CHILD_MISMATCH": "1"})
     assert code == 0
@@ -351,7 +385,8 @@ def test_engine_not_installed_is_a_setup_error(setup: dict[str, str], monkeypatc
 
 def test_usage_errors(setup: dict[str, str], tmp_path: Path) -> None:
     code, _, err = invoke(*base_args(setup, "--engine", "tensorrt"))
-    assert code == 2 and "--engine 'tensorrt'" in err
+    # The parser refuses it and names the choices (they are also in --help).
+    assert code == 2 and "'--engine'" in err and "'tensorrt' is not one of 'auto', 'vllm', 'torch'" in err
     code, _, err = invoke(*base_args(setup, "--engine-arg", "novalue", "--dry-run"))
     assert code == 2 and "expected KEY=VALUE" in err
     code, _, err = invoke("--preset", "no-such-preset", "--dry-run")

@@ -68,6 +68,15 @@ def test_speculators_without_key_or_evidence_is_default() -> None:
     assert codes(findings) == ["DFT011"]
 
 
+def test_dft011_says_how_to_find_out_the_trained_layout() -> None:
+    """Before it only said what to run if the assumed layout was right (issue 22)."""
+    _, findings = resolve_geometry(_speculators(None, 7))
+    hint = findings[0].hint
+    assert "smoke-test --compare-layouts" in hint and "profile" in hint and "model card" in hint
+    assert hint.index("--compare-layouts") < hint.index("dflash-tools convert SRC -o OUT --no-sample-from-anchor")
+    assert "If it was trained bonus-anchor" in hint
+
+
 def test_proposal_count_equal_to_block_size_is_the_pre_april_mistake() -> None:
     geometry, findings = resolve_geometry(_speculators(None, 8))
     assert geometry is not None

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 from dflash_tools import testing
 from dflash_tools.cli._output import write_json
-from dflash_tools.cli.inspect_cmd import render_report
+from dflash_tools.cli.inspect_run import render_report
 from dflash_tools.draft.findings import CATALOGUE
 from dflash_tools.draft.target import TargetSpec, load_target, target_from_config
 from dflash_tools.errors import SourceError

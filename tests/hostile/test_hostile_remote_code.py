@@ -77,8 +77,7 @@ def run_cli(args: list[str], cwd: Path, tmp_path: Path) -> subprocess.CompletedP
 def test_no_command_runs_checkpoint_code(armed: tuple[Path, Path], tmp_path: Path) -> None:
     folder, marker = armed
     target = tmp_path / "target"
-    target.mkdir()
-    (target / "config.json").write_text(json.dumps(testing.make_target_config(testing.TINY)))
+    testing.write_target(target, testing.TINY)
     in_place = tmp_path / "in-place-copy"
     shutil.copytree(folder, in_place)
     runs = [

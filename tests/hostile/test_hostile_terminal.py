@@ -198,8 +198,7 @@ def test_convert_refusal_messages_are_inert(tmp_path: Path) -> None:
 def test_smoke_test_dry_run_is_inert(tmp_path: Path) -> None:
     folder, _ = hostile_checkpoint(tmp_path)
     target = tmp_path / ("target" + FOLDER_SAFE[5])
-    target.mkdir()
-    (target / "config.json").write_text(json.dumps(testing.make_target_config(testing.TINY)))
+    testing.write_target(target, testing.TINY)
     code, out, err = run("smoke-test", "-t", str(target), "-d", str(folder), "--dry-run")
     assert code in (0, 1), err
     assert_inert(out, err)

@@ -49,7 +49,7 @@ def plan_for(
 ) -> DraftPlan:
     draft = testing.write_checkpoint(tmp_path / "draft", dialect, spec)
     target = tmp_path / "target"
-    testing.write_json(target / "config.json", testing.make_target_config(spec))
+    testing.write_target(target, spec)
     fields: dict[str, Any] = {
         "target": str(target),
         "drafts": [DraftEntry(str(draft))],
@@ -216,7 +216,7 @@ def test_requested_k_and_preflight_refusal(tmp_path: Path) -> None:
 def test_preflight_pairs_with_the_target(tmp_path: Path) -> None:
     draft = testing.write_checkpoint(tmp_path / "draft", "zlab-dflash", testing.TINY)
     target = tmp_path / "target"
-    testing.write_json(target / "config.json", testing.make_target_config(replace(testing.TINY, hidden_size=128)))
+    testing.write_target(target, replace(testing.TINY, hidden_size=128))
     options = SmokeOptions(target=str(target), drafts=[DraftEntry(str(draft))], prompts=["p"], engine="vllm")
     (plan,) = resolve_plan(options, PATCHABLE, load_target(str(target))).drafts
     assert "DFT031" in [f.code for f in plan.findings] and plan.refusal_kind == "preflight"

@@ -37,7 +37,7 @@ def make_request(
 ) -> contract.SmokeRequest:
     draft = testing.write_checkpoint(tmp_path / "draft", "zlab-dflash2", spec)
     target = tmp_path / "target"
-    testing.write_json(target / "config.json", testing.make_target_config(spec))
+    testing.write_target(target, spec)
     options = SmokeOptions(
         target=str(target), drafts=[DraftEntry(str(draft))], prompts=["one", "two"], engine=engine, max_tokens=8
     )

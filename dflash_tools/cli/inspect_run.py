@@ -1,0 +1,421 @@
+"""`dflash-tools inspect`, run: call the core and render (the options are in `inspect_cmd`)."""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.text import Text
+
+from dflash_tools.cli._errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, handle_errors
+from dflash_tools.cli._layout import (
+    Fix,
+    console_width,
+    fits,
+    key_values,
+    pack,
+    plain_table,
+    print_findings,
+    print_fixes,
+    print_line,
+    print_unpadded,
+    table_or_blocks,
+    wrap_words,
+)
+from dflash_tools.cli._output import (
+    OutputFormat,
+    human_bytes,
+    printable,
+    stderr_console,
+    stdout_console,
+    write_json,
+)
+from dflash_tools.draft.findings import Severity
+from dflash_tools.draft.target import TargetSpec, load_target
+from dflash_tools.errors import DflashToolsError, UsageError
+from dflash_tools.inspect import SCHEMA_VERSION, InspectReport, inspect_loaded
+from dflash_tools.reading.source import load_checkpoint
+from dflash_tools.serving.engine_view import engine_choices, inspect_for_engines, resolve_engine_specs
+from dflash_tools.serving.vllm_capability import detect_vllm
+
+
+def run(
+    *,
+    sources: list[str] | None,
+    target: str | None,
+    num_speculative_tokens: int | None,
+    engine: list[str] | None,
+    fail_on: str,
+    revision: str | None,
+    target_revision: str | None,
+    token: str | None,
+    timeout: float,
+    author: str | None,
+    search: str | None,
+    limit: int,
+    jobs: int,
+    output_format: OutputFormat,
+    json_flag: bool,
+    tensors: bool,
+    quiet: bool,
+    no_color: bool,
+) -> None:
+    """Run `dflash-tools inspect` with the options `inspect_cmd` parsed."""
+    fmt = OutputFormat.JSON if json_flag else output_format
+    given = list(sources or [])
+    with handle_errors("inspect", json_output=fmt is OutputFormat.JSON, source=given[0] if len(given) == 1 else given):
+        names = list(sources or [])
+        if author or search:
+            from dflash_tools.reading.hub import list_hub_models
+
+            names += list_hub_models(author, search, token=token, limit=limit)
+            if not names:
+                raise UsageError(
+                    f"no Hub models match author={author!r} search={search!r}",
+                    "check the spelling, or pass sources directly",
+                )
+        if not names:
+            raise UsageError("no SOURCE given", "pass a folder, a repo id, example:zlab-dflash2, or --author")
+        if token and "HF_TOKEN" not in os.environ:
+            stderr_console(no_color).print(
+                "[yellow]warning:[/yellow] --token on the command line is visible to other users; prefer HF_TOKEN"
+            )
+        target_spec = load_target(target, revision=target_revision, token=token, timeout=timeout) if target else None
+        try:
+            specs, installed_vllm = resolve_engine_specs(engine or [])
+        except ValueError as exc:
+            raise UsageError(f"--engine {exc}", f"choose from: {', '.join(engine_choices())}") from None
+        vllm = detect_vllm() if installed_vllm else None
+
+        def run(name: str) -> InspectReport | DflashToolsError:
+            try:
+                loaded = load_checkpoint(name, revision=revision, token=token, timeout=timeout)
+                if specs or vllm is not None:
+                    return inspect_for_engines(
+                        loaded,
+                        specs,
+                        installed_vllm=vllm,
+                        target=target_spec,
+                        target_name=target,
+                        num_speculative_tokens=num_speculative_tokens,
+                    )
+                return inspect_loaded(loaded, target=target_spec, num_speculative_tokens=num_speculative_tokens)
+            except DflashToolsError as exc:
+                return exc
+
+        if len(names) == 1:
+            results: list[InspectReport | DflashToolsError] = [run(names[0])]
+            if isinstance(results[0], DflashToolsError):
+                raise results[0]
+        else:
+            with ThreadPoolExecutor(max_workers=min(jobs, len(names))) as pool:
+                results = list(pool.map(run, names))
+
+        code = _exit_code(results, Severity(fail_on))
+        if fmt is OutputFormat.JSON:
+            documents = [_document(name, result, tensors) for name, result in zip(names, results, strict=True)]
+            write_json(documents[0] if len(documents) == 1 else documents)
+        elif len(results) == 1:
+            report = results[0]
+            assert isinstance(report, InspectReport)
+            render_report(report, show_tensors=tensors, quiet=quiet, no_color=no_color, target_spec=target_spec)
+        else:
+            render_summary(names, results, no_color=no_color)
+        raise typer.Exit(code)
+
+
+def _exit_code(results: list[InspectReport | DflashToolsError], fail_on: Severity) -> int:
+    if any(isinstance(r, DflashToolsError) for r in results):
+        return EXIT_USAGE
+    failing = {Severity.ERROR} if fail_on is Severity.ERROR else {Severity.ERROR, Severity.WARNING}
+    if fail_on is Severity.INFO:
+        failing = set(Severity)
+    reports = [r for r in results if isinstance(r, InspectReport)]
+    return EXIT_FINDINGS if any(f.severity in failing for r in reports for f in r.findings) else EXIT_OK
+
+
+def _document(name: str, result: InspectReport | DflashToolsError, tensors: bool) -> dict[str, Any]:
+    if isinstance(result, InspectReport):
+        return result.to_dict(include_tensors=tensors)
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "source": name,
+        "error": {"message": result.message, "hint": result.hint},
+        "ok": False,
+    }
+
+
+def _geometry_segments(report: InspectReport) -> list[str]:
+    g = report.geometry
+    if g is None:
+        return ["unknown (no valid block_size)"]
+    k_note = "requested" if g.speculative_tokens_requested else "= K_max"
+    return [
+        f"block_size {g.block_size}",
+        f"{g.layout} (sample_from_anchor={str(g.sample_from_anchor).lower()}, {g.sample_from_anchor_source.value})",
+        f"K_max {g.max_speculative_tokens}",
+        f"K {g.num_speculative_tokens} ({k_note}) → {g.num_query_tokens} query positions",
+    ]
+
+
+def _verdict(report: InspectReport) -> Text:
+    counts = {s: sum(1 for f in report.findings if f.severity is s) for s in Severity}
+    summary = (
+        f": {counts[Severity.ERROR]} error(s), {counts[Severity.WARNING]} warning(s), {counts[Severity.INFO]} note(s)"
+    )
+    if report.ok:
+        return Text.assemble(("OK", "bold green"), summary)
+    return Text.assemble(("FAIL", "bold red"), summary)
+
+
+def render_report(
+    report: InspectReport,
+    *,
+    show_tensors: bool = False,
+    quiet: bool = False,
+    no_color: bool = False,
+    target_spec: TargetSpec | None = None,
+) -> None:
+    """The verdict first and last, a label/value block, the findings, then each fix command whole."""
+    console = stdout_console(no_color)
+    doc = report.to_dict()
+    print_line(console, _verdict(report))
+    if not quiet:
+        where = printable(report.loaded.location)
+        if report.loaded.commit:
+            where += f" @ {printable(report.loaded.commit[:12])}"
+        print_line(console, Text(printable(report.loaded.source), style="bold"))
+        rows: list[tuple[str, list[str]]] = [("location", [where])]
+        desc = report.description
+        if desc is not None:
+            rows.append(("dialect", [f"{desc.dialect.value} (algorithm {desc.algorithm.value})"]))
+            rows.append(("geometry", _geometry_segments(report)))
+            d = desc.decoder
+            rows.append(
+                (
+                    "model",
+                    [
+                        f"hidden {d.hidden_size}",
+                        f"{d.num_hidden_layers} layers",
+                        f"heads {d.num_attention_heads}/{d.num_key_value_heads}×{d.head_dim}",
+                        f"intermediate {d.intermediate_size}",
+                        f"vocab {d.vocab_size}"
+                        + (f" (draft {desc.draft_vocab_size})" if desc.reduced_vocabulary else ""),
+                    ],
+                )
+            )
+            layers = [
+                f"{desc.target_layer_ids} (z-lab convention, from {printable(desc.target_layer_ids_key)})",
+                f"num_target_layers {desc.num_target_layers}" if desc.num_target_layers else "",
+                f"mask_token_id {desc.mask_token_id}" if desc.mask_token_id is not None else "",
+            ]
+            rows.append(("target layers", layers))
+            if desc.dflash2 is not None:
+                s = desc.dflash2
+                rows.append(
+                    (
+                        "dflash2",
+                        [
+                            f"conv taps {s.conv_kernel_size}",
+                            f"group {s.conv_group_size}",
+                            f"selector rank {s.selector_rank} top-{s.selector_top_k}",
+                        ],
+                    )
+                )
+        else:
+            rows.append(("dialect", ["not recognized"]))
+        tensor_doc = doc.get("tensors")
+        if tensor_doc:
+            expected = doc.get("expected_tensors")
+            rows.append(
+                (
+                    "tensors",
+                    [
+                        f"{tensor_doc['count']} tensors",
+                        f"{tensor_doc['parameters']:,} params",
+                        human_bytes(tensor_doc["bytes"]),
+                        ", ".join(f"{printable(k)}×{v}" for k, v in tensor_doc["dtypes"].items()),
+                        f"{tensor_doc['files']} file(s)",
+                        f"{human_bytes(tensor_doc['header_bytes_read'])} of headers read",
+                        f"config implies {expected['count']} required, {expected['parameters']:,} params"
+                        if expected
+                        else "",
+                    ],
+                )
+            )
+        else:
+            rows.append(("tensors", ["not inspected"]))
+        if target_spec is not None:
+            rows.append(
+                (
+                    "target",
+                    [
+                        printable(target_spec.source),
+                        f"{target_spec.num_hidden_layers} layers",
+                        f"hidden {target_spec.hidden_size}",
+                        f"vocab {target_spec.vocab_size}",
+                        "text_config of a multimodal model" if target_spec.multimodal else "",
+                    ],
+                )
+            )
+        if report.profile is not None:
+            status = "matches" if report.profile.matches else "departs from"
+            rows.append(
+                (
+                    "profile",
+                    [
+                        f"{status} the published {printable(report.profile.name)} layout (by {report.profile.matched_by})"
+                    ],
+                )
+            )
+        key_values(console, rows)
+    if show_tensors:
+        table_rows = [
+            [
+                printable(row["name"]),
+                printable(row["dtype"]),
+                str(row["shape"]),
+                f"{row['bytes']:,}",
+                printable(row["file"]),
+            ]
+            for row in report.to_dict(include_tensors=True)["tensor_table"]
+        ]
+        table_or_blocks(console, ("name", "dtype", "shape", "bytes", "file"), table_rows, title="tensors")
+    engines = doc.get("engines") or {}
+    if engines and not quiet:
+        render_engines(console, engines)
+    fixes: list[Fix] = []
+    if report.findings:
+        print_line(console, "findings", style="bold")
+        print_findings(console, [f.to_dict() for f in report.findings], fixes)
+    print_fixes(console, fixes)
+    if engines and not quiet:
+        print_launches(console, engines)
+    print_line(console, _verdict(report))
+
+
+_OUTCOME_STYLE = {
+    "served": "green",
+    "served-with-plugin": "green",
+    "served-wrong": "bold red",
+    "misaligned": "bold red",
+    "refused": "bold red",
+    "unsupported": "bold red",
+}
+
+
+def _engine_cells(view: dict[str, Any]) -> list[tuple[str, str]]:
+    """(row label, value) for one engine, each value short enough for a table cell."""
+
+    def with_source(value: Any, source: Any) -> str:
+        if value is None:
+            return "-" if source is None else f"? ({source})"
+        return f"{value} ({source})" if source else str(value)
+
+    ids = view["target_layer_ids"]
+    return [
+        ("serves", view["outcome"]),
+        ("layout", view["layout"] or "-"),
+        ("block", with_source(view["block_size"], view["block_size_source"])),
+        ("K", str(view["draft_tokens"]) if view["draft_tokens"] is not None else "-"),
+        ("layers", with_source(" ".join(str(i) for i in ids) if ids else None, view["target_layer_ids_source"])),
+        ("mask id", str(view["mask_token_id"]) if view["mask_token_id"] is not None else "-"),
+        ("as trained", "yes" if view["matches_training"] else "no"),
+    ]
+
+
+def render_engines(console: Console, engines: dict[str, dict[str, Any]]) -> None:
+    """One column per engine release when it fits the width; else one block per release."""
+    specs = list(engines)
+    cells = {spec: _engine_cells(view) for spec, view in engines.items()}
+    labels = [label for label, _ in cells[specs[0]]]
+    rows: list[list[str | Text]] = []
+    for index, label in enumerate(labels):
+        row: list[str | Text] = [label]
+        for spec in specs:
+            value = cells[spec][index][1]
+            row.append(Text(value, style=_OUTCOME_STYLE.get(value, "")) if label == "serves" else value)
+        rows.append(row)
+    print_line(console, "engines", style="bold")
+    names = [f"{engines[key]['engine']}=={engines[key]['version']}" for key in specs]
+    table = plain_table(["", *names], rows)
+    if fits(console, table):
+        print_unpadded(console, table)
+        return
+    for spec, name in zip(specs, names, strict=True):
+        outcome = engines[spec]["outcome"]
+        print_line(console, Text.assemble((name, "bold"), "  ", (outcome, _OUTCOME_STYLE.get(outcome, ""))))
+        segments = [f"{label} {value}" for label, value in cells[spec][1:]]
+        for line in pack(segments, console_width(console), first="  ", indent="  "):
+            print_line(console, line)
+
+
+def render_summary(
+    names: list[str], results: list[InspectReport | DflashToolsError], *, no_color: bool = False
+) -> None:
+    """One table when it fits on one line per source; else one block per source (never a split cell)."""
+    console = stdout_console(no_color)
+    # K_max is not a column: it follows from B and the layout (B - 1 bonus-anchor, B anchor-first).
+    columns = ("source", "dialect", "B", "layout", "Q", "params", "verdict", "codes")
+    rows: list[list[str | Text]] = []
+    statuses: list[Text | None] = []
+    for name, result in zip(names, results, strict=True):
+        if isinstance(result, DflashToolsError):
+            verdict = Text("UNREADABLE", style="bold red")
+            rows.append([printable(name), "", "", "", "", "", verdict, "see below"])
+            statuses.append(verdict)
+            continue
+        g = result.geometry
+        doc = result.to_dict()
+        tensors = doc.get("tensors") or {}
+        errors = sum(1 for f in result.findings if f.severity is Severity.ERROR)
+        warnings = sum(1 for f in result.findings if f.severity is Severity.WARNING)
+        verdict = Text("OK", style="bold green") if result.ok else Text("FAIL", style="bold red")
+        if errors or warnings:
+            verdict = Text.assemble(verdict, f" {errors}E {warnings}W")
+        rows.append(
+            [
+                printable(name),
+                printable(doc.get("dialect") or "?"),
+                str(g.block_size) if g else "?",
+                f"{g.layout} ({g.sample_from_anchor_source.value})" if g else "?",
+                str(g.num_query_tokens) if g else "?",
+                f"{tensors['parameters']:,}" if tensors else "-",
+                verdict,
+                # Info codes stay in the per-source report: the audit table is for what needs action.
+                " ".join(sorted({f.code for f in result.findings if f.severity is not Severity.INFO})),
+            ]
+        )
+        statuses.append(verdict)
+    bad = sum(1 for r in results if isinstance(r, DflashToolsError) or not r.ok)
+    verdict_line = Text.assemble(
+        ("FAIL", "bold red") if bad else ("OK", "bold green"),
+        f": {len(results)} source(s), {bad} with errors or unreadable",
+    )
+    print_line(console, verdict_line)
+    table_or_blocks(console, columns, rows, heading_status=statuses)
+    width = console.width
+    for name, result in zip(names, results, strict=True):
+        if isinstance(result, DflashToolsError):
+            for line in wrap_words(f"{printable(name)}: {printable(result.message)}", width, "  "):
+                print_line(console, line, style="red")
+    print_line(console, verdict_line)
+
+
+def print_launches(console: Console, engines: dict[str, dict[str, Any]]) -> None:
+    """Each engine's launch line whole on a line of its own, after a `#` comment naming it."""
+    print_line(console, "launch (copy a command line and run it):", style="bold")
+    for view in engines.values():
+        spec = f"{view['engine']}=={view['version']}"
+        command = view.get("launch_command")
+        if not command:
+            why = f": {view['outcome']}" if view["outcome"] not in ("served", "served-with-plugin") else ""
+            print_line(console, f"# {spec}: no launch line{why} (see the findings above)", style="dim")
+            continue
+        placeholders = view.get("launch_placeholders") or []
+        note = f"; replace {', '.join(placeholders)} with the target model first" if placeholders else ""
+        print_line(console, f"# {spec}{note}", style="dim")
+        print_line(console, printable(command))

@@ -1,0 +1,119 @@
+"""What the docs name exists: library names, the bundled examples, smoke-test's serving values.
+
+Each test here failed on the docs as they were (issue 22): docs/convert.md placed
+`VerificationFailed` under `dflash_tools.errors`, README's examples table lacked
+`example:vllm-cpu-demo/*`, and docs/smoke-test.md did not explain the serving values `stock` and
+`unknown` that smoke-test prints.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import inspect
+import pkgutil
+import re
+
+import dflash_tools
+from dflash_tools.cli.examples_run import all_examples
+from dflash_tools.errors import DflashToolsError
+from tests.docs.doc_blocks import ROOT, documents
+
+_DOTTED = re.compile(r"`(dflash_tools(?:\.\w+)+)`")
+
+
+def docs_text() -> str:
+    return "\n".join(p.read_text(encoding="utf-8") for p in documents())
+
+
+def resolve(dotted: str) -> object:
+    """A module, or an attribute of the longest importable prefix."""
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            value: object = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for name in parts[cut:]:
+            value = getattr(value, name)
+        return value
+    raise ImportError(dotted)
+
+
+def test_every_dotted_library_name_in_the_docs_exists() -> None:
+    missing = []
+    for dotted in sorted(set(_DOTTED.findall(docs_text()))):
+        try:
+            resolve(dotted)
+        except (ImportError, AttributeError):
+            missing.append(dotted)
+    assert missing == []
+
+
+def exception_classes() -> dict[str, type]:
+    """Every DflashToolsError subclass of the core (the CLI and torch-only modules left out)."""
+    found: dict[str, type] = {}
+    for module in pkgutil.walk_packages(dflash_tools.__path__, "dflash_tools."):
+        if module.name.startswith(("dflash_tools.cli", "dflash_tools.engine", "dflash_tools.vllm_plugin")):
+            continue
+        if module.name.endswith("__main__"):
+            continue
+        loaded = importlib.import_module(module.name)
+        for name, value in vars(loaded).items():
+            if inspect.isclass(value) and issubclass(value, DflashToolsError) and value.__module__ == module.name:
+                found[name] = value
+    return found
+
+
+def test_exceptions_the_docs_name_are_named_where_they_live() -> None:
+    """An exception class mentioned by its bare name is also given with its module somewhere."""
+    text = docs_text()
+    dotted = set(_DOTTED.findall(text))
+    classes = exception_classes()
+    assert {"SourceError", "UsageError", "OperationError", "VerificationFailed"} <= set(classes)
+    unplaced = []
+    for name in classes:
+        if re.search(rf"`{name}`", text) and not any(d.endswith(f".{name}") for d in dotted):
+            unplaced.append(name)
+    assert unplaced == [], "name the module too, e.g. `dflash_tools.errors.UsageError`"
+    for name in dotted:
+        if name.rsplit(".", 1)[-1] in classes:
+            assert resolve(name) is classes[name.rsplit(".", 1)[-1]], name
+
+
+def test_readme_lists_every_bundled_example() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    table = readme[readme.index("## Bundled examples") : readme.index("## Exit codes")]
+    assert [name for name, _ in all_examples() if f"`example:{name}`" not in table] == []
+
+
+def serving_values() -> set[str]:
+    """The serving words smoke-test can print: the strings `_serving` returns, and every string
+    assigned to a `serving` field or passed as `serving=`."""
+    values: set[str] = set()
+    for path in (ROOT / "dflash_tools").rglob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef) and node.name == "_serving":
+                values |= {
+                    n.value.value
+                    for n in ast.walk(node)
+                    if isinstance(n, ast.Return) and isinstance(n.value, ast.Constant)
+                }
+            if (
+                isinstance(node, ast.Assign)
+                and isinstance(node.value, ast.Constant)
+                and any(isinstance(t, ast.Attribute) and t.attr == "serving" for t in node.targets)
+            ):
+                values.add(node.value.value)
+            if isinstance(node, ast.keyword) and node.arg == "serving" and isinstance(node.value, ast.Constant):
+                values.add(node.value.value)
+    return {v for v in values if isinstance(v, str)}
+
+
+def test_every_serving_value_is_explained() -> None:
+    values = serving_values()
+    assert {"stock", "native", "plugin", "unknown", "unavailable", "n/a"} <= values
+    smoke = (ROOT / "docs" / "smoke-test.md").read_text(encoding="utf-8")
+    rows = set(re.findall(r"^\| `([^`]+)` \|", smoke, re.M))
+    assert sorted(values - rows) == [], "docs/smoke-test.md: add a row to the serving table"
