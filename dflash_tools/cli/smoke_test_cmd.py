@@ -18,6 +18,7 @@ from rich.text import Text
 from dflash_tools.cli._errors import handle_errors
 from dflash_tools.cli._layout import (
     Fix,
+    console_width,
     pack,
     print_findings,
     print_fixes,
@@ -37,7 +38,7 @@ from dflash_tools.cli._output import (
 from dflash_tools.draft.target import TargetSpec, load_target
 from dflash_tools.errors import TORCH_INSTALL_HINT, DflashToolsError, UsageError
 from dflash_tools.serving.vllm_capability import detect_vllm, engine_available, resolve_engine
-from dflash_tools.smoke import contract, presets, report
+from dflash_tools.smoke import contract, presets, report, sweep
 from dflash_tools.smoke.plan import DraftPlan, RunPlan, SmokeOptions, SmokePlan, plan_draft, resolve_plan
 from dflash_tools.smoke.presets import DraftEntry, Floor
 from dflash_tools.smoke.runner import CHILD_COMMAND_ENV, execute_plan, execute_references
@@ -115,7 +116,13 @@ def smoke_test_command(
         str | None, typer.Option("--preset", help="A test plan from configs/presets (name) or a preset .json.")
     ] = None,
     num_speculative_tokens: Annotated[
-        int | None, typer.Option("-k", "--num-speculative-tokens", min=1, help="K (default: each draft's trained K).")
+        str | None,
+        typer.Option(
+            "-k",
+            "--num-speculative-tokens",
+            help="K (default: each draft's trained K); a list 3,5,7 or a range 3-7 runs each K (a K sweep).",
+            show_default=False,
+        ),
     ] = None,
     engine: Annotated[
         str, typer.Option("--engine", help="vllm, torch, or auto (vllm when installed, else torch).")
@@ -198,6 +205,14 @@ def smoke_test_command(
         Path | None,
         typer.Option("--output-dir", help="Where requests, results and logs go (default: a new temp folder)."),
     ] = None,
+    prefix_caching_check: Annotated[
+        bool | None,
+        typer.Option(
+            "--prefix-caching-check/--no-prefix-caching-check",
+            help="With vLLM: check greedy output with prefix caching on and off (default: on).",
+            show_default=False,
+        ),
+    ] = None,
     cross_check: Annotated[
         bool | None,
         typer.Option(
@@ -223,6 +238,7 @@ def smoke_test_command(
         if engine not in ("vllm", "torch", "auto"):
             raise UsageError(f"--engine {engine!r}: expected vllm, torch or auto", "pass --engine vllm, torch or auto")
         loaded_preset = presets.load_preset(preset) if preset else None
+        k_values = sweep.parse_k_values(num_speculative_tokens) if num_speculative_tokens else None
         entries = _draft_entries(drafts, loaded_preset, revision)
         chosen_engine = resolve_engine(engine)
         prompts_path = presets.resolve_prompts_path(
@@ -246,8 +262,10 @@ def smoke_test_command(
             prompts=prompt_set.texts,
             prompt_token_ids=prompt_set.token_ids,
             prompts_source=str(prompts_path),
-            num_speculative_tokens=num_speculative_tokens
-            or (loaded_preset.num_speculative_tokens if loaded_preset else None),
+            num_speculative_tokens=(k_values[0] if k_values and len(k_values) == 1 else None)
+            or (loaded_preset.num_speculative_tokens if loaded_preset and not k_values else None),
+            k_values=k_values if k_values and len(k_values) > 1 else None,
+            prefix_caching_check=prefix_caching_check,
             engine=chosen_engine,
             device=device,
             dtype=dtype,
@@ -270,6 +288,11 @@ def smoke_test_command(
             inherited_env=dict(os.environ),
         )
         if server:
+            if options.sweep:
+                raise UsageError(
+                    "--server measures the K the server was started with; a K sweep needs offline runs",
+                    "drop --server, or pass one K",
+                )
             code = _server_mode(server, server_model, api_key, concurrency, options, fmt, no_color, require_identical)
             raise typer.Exit(code)
         if options.target is None:
@@ -557,6 +580,7 @@ def render(document: dict[str, Any], *, no_color: bool = False) -> None:
     if document["mode"] != "dry-run":
         _results_table(console, document)
         _render_chart(console, document)
+        _render_k_sweep(console, document)
     for draft, verdict_line in zip(document["drafts"], verdicts, strict=True):
         _print_wrapped(console, verdict_line, width)
         verdict = draft["verdict"]
@@ -695,3 +719,75 @@ def _render_chart(console: Any, document: dict[str, Any]) -> None:
             print_line(console, f"acceptance per draft position: {printable(run['label'])}", style="bold")
             for position, rate in enumerate(rates):
                 console.print(f"  {position:>2} [green]{_bar(rate)}[/green] {rate:.2f}")
+
+
+def _times(value: Any) -> str:
+    return "-" if value is None else f"{value:.2f}×"
+
+
+def _render_k_sweep(console: Any, document: dict[str, Any]) -> None:
+    """Per draft: measured and predicted speed-up per K (a table for a sweep, a line for one run)."""
+    width = console_width(console)
+    for draft in document["drafts"]:
+        section = draft.get("k_sweep")
+        if not section:
+            continue
+        prediction = section["prediction"]
+        model = prediction.get("model") or {}
+        label = printable(draft["label"])
+        if len(section["k_values"]) > 1:
+            rows: list[list[str | Text]] = []
+            for row in section["rows"]:
+                status = row["status"]
+                rows.append(
+                    [
+                        str(row["num_speculative_tokens"]),
+                        _fmt(row["num_query_tokens"]),
+                        Text(status, style=STATUS_STYLE.get(status, "")) if status != "predicted" else Text("-"),
+                        _fmt(row["mean_acceptance_length"], ".2f"),
+                        _fmt(row["tokens_per_second"], ".1f"),
+                        _times(row["speedup"]),
+                        _times(row["predicted_speedup"]),
+                    ]
+                )
+            columns = ("K", "Q", "verdict", "acceptance length", "tokens/s", "speed-up", "predicted")
+            table_or_blocks(console, columns, rows, title=f"K sweep: {label}")
+            best = section.get("best_measured")
+            if best:
+                speedup = f" ({_times(best['speedup'])} the target alone)" if best.get("speedup") else ""
+                print_line(console, f"  best measured K: {best['num_speculative_tokens']}{speedup}", style="bold")
+        else:
+            predicted = [row for row in section["rows"] if row["predicted_speedup"] is not None]
+            if not predicted:
+                if not prediction["available"]:
+                    text = f"speed-up by K: {label}: no prediction ({printable(prediction['reason'])})"
+                    for line in wrap_words(text, width, "    "):
+                        print_line(console, line, style="dim")
+                continue
+            print_line(console, f"predicted speed-up by K: {label}", style="bold")
+            segments = [f"K={row['num_speculative_tokens']} {_times(row['predicted_speedup'])}" for row in predicted]
+            for line in pack(segments, width, first="  ", indent="  "):
+                print_line(console, line)
+        best_predicted = section.get("best_predicted")
+        if best_predicted:
+            print_line(
+                console,
+                f"  best predicted K: {best_predicted['num_speculative_tokens']} "
+                f"({_times(best_predicted['predicted_speedup'])})",
+                style="bold",
+            )
+        if prediction["available"]:
+            explain = (
+                f"predicted from the K = {model['reference_k']} run: its acceptance per position, "
+                f"{model['draft_step_s'] * 1000:.2f} ms drafting and {model['verify_step_s'] * 1000:.2f} ms "
+                f"verifying per step, the target alone {model['target_token_s'] * 1000:.2f} ms per token "
+                "(docs/smoke-test.md)"
+            )
+            for line in wrap_words(explain, width, "    ", first_indent="  "):
+                print_line(console, line, style="dim")
+        elif len(section["k_values"]) > 1:
+            for line in wrap_words(f"no prediction: {printable(prediction['reason'])}", width, "    ", "  "):
+                print_line(console, line, style="dim")
+        for note in section["notes"]:
+            for line in wrap_words(f"note: {printable(note)}", width, "    ", first_indent="  "):
+                print_line(console, line)
