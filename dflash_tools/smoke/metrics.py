@@ -1,6 +1,6 @@
 """vLLM's speculative-decoding counters, from `LLM.get_metrics()` or a Prometheus `/metrics` page.
 
-Four counters matter (research/vllm-dflash.md §6.1, §6.2):
+Four counters matter (vllm/v1/spec_decode/metrics.py and vllm/v1/metrics/reader.py):
 
     vllm:spec_decode_num_drafts                verify steps that had drafts, per request
     vllm:spec_decode_num_draft_tokens          proposed draft tokens

@@ -1,7 +1,7 @@
 """Resolve drafts, target, K, layout, runner and environment into a launch plan (no GPU, no vLLM).
 
 For each draft: preflight (the `inspect` checks with the target and K; K defaults to the draft's
-trained K), then the decisions SPEC §2/§3 and research/vllm-dflash.md §3, §5 and §6 call for:
+trained K), then the decisions docs/smoke-test.md describes:
 
 - the layout served (the declared one; `--compare-layouts` adds the flipped one) and its query
   count Q: K anchor-first, K + 1 bonus-anchor;
@@ -13,7 +13,10 @@ trained K), then the decisions SPEC §2/§3 and research/vllm-dflash.md §3, §5
   dflash-tools plugin (stock 0.33.0), or not at all (DFT041, refused);
 - the config values vLLM must see that the file does not state where vLLM reads them
   (`draft_config_overrides`, served from an overlay folder, the checkpoint untouched);
-- the compile-cache key: layout and K go into `additional_config`, which vLLM hashes.
+- the compile-cache key: layout and K go into `additional_config`, which vLLM hashes;
+- a K sweep (`-k 3,5,7`): one run per K in the declared layout, preflight at the trained K, and
+  a K the geometry rules refuse skipped with their reason (DFlash2 serves only its trained K);
+- with vLLM, the prefix-caching check on one run per draft (the declared run; a sweep's largest K).
 """
 
 from __future__ import annotations
@@ -320,7 +323,7 @@ def _smoke_findings(
     capability: VllmCapability | None,
     options: SmokeOptions,
 ) -> list[Finding]:
-    """DFT041: what the selected vLLM runner cannot serve as declared (SPEC §8)."""
+    """DFT041: what the selected vLLM runner cannot serve as declared (docs/findings.md)."""
     if engine != "vllm":
         return []
     findings = []
@@ -463,7 +466,8 @@ def _request(
                 engine_args.setdefault(key, value)
         additional = dict(engine_args.get("additional_config") or {})
         # vLLM hashes additional_config into the compile-cache key; the layout and K must be in it
-        # so a graph compiled for one layout is never reused for the other (research §5.4).
+        # so a graph compiled for one layout is never reused for the other (`compute_hash` in
+        # vllm/config/vllm.py).
         additional[ADDITIONAL_CONFIG_KEY] = {
             "layout": layout_name(sample_from_anchor),
             "num_speculative_tokens": k,

