@@ -320,3 +320,46 @@ def test_a_sweep_through_the_torch_engine_names_a_best_k(tmp_path: Path, monkeyp
     table = [line.split() for line in lines if line[:2] in ("1 ", "2 ", "3 ")]
     assert [row[0] for row in table] == ["1", "2", "3"]
     assert table[1][-1] == f"{rows[2]['predicted_speedup']:.2f}×"
+
+
+# --- the vLLM child's pieces that need no vLLM -----------------------------------------------------
+
+
+def test_continuation_prompts_extend_each_prompt_by_half_its_output() -> None:
+    from dflash_tools.smoke.vllm_engine import Generated, continuation_prompts
+
+    first = Generated(outputs=[[1, 2, 3, 4, 5], []], texts=["", ""], elapsed=1.0, prompt_token_ids=[[9, 9], [8]])
+    prompts, prefix, remaining = continuation_prompts(first)
+    assert prompts == [{"prompt_token_ids": [9, 9, 1, 2]}, {"prompt_token_ids": [8]}]
+    # 5 tokens: 2 taken, 3 to generate so the continuation ends where the first pass did.
+    assert (prefix, remaining) == ([2, 0], [3, 1])
+
+
+def test_prefix_cache_counters_sum_over_engines() -> None:
+    from dflash_tools.smoke.metrics import prefix_cache_counters
+
+    metrics = [
+        {"name": "vllm:prefix_cache_queries", "labels": {"engine": "0"}, "value": 100},
+        {"name": "vllm:prefix_cache_hits", "labels": {"engine": "0"}, "value": 64},
+        {"name": "vllm:prefix_cache_hits", "labels": {"engine": "1"}, "value": 32},
+        {"name": "vllm:spec_decode_num_drafts", "labels": {}, "value": 5},
+    ]
+    assert prefix_cache_counters(metrics) == (100, 96)
+    assert prefix_cache_counters(metrics[3:]) is None
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("draft_time_s", -1.0, "draft_time_s is -1.0"),
+        ("draft_time_s", True, "draft_time_s is True"),
+        ("prefix_caching", {"measured": {"outputs": [[1]]}, "other": {}}, "prefix_caching.measured must hold"),
+    ],
+)
+def test_the_contract_checks_the_new_result_keys(key: str, value: Any, message: str) -> None:
+    document = dict(REFERENCE)
+    document[key] = value
+    with pytest.raises(contract.ContractError, match=message):
+        contract.validate_result(document)
+    document[key] = {"error": "the engine with prefix caching off failed"} if key == "prefix_caching" else None
+    contract.validate_result(document)
