@@ -580,6 +580,7 @@ def render(document: dict[str, Any], *, no_color: bool = False) -> None:
     if document["mode"] != "dry-run":
         _results_table(console, document)
         _render_chart(console, document)
+        _render_prefix_caching(console, document)
         _render_k_sweep(console, document)
     for draft, verdict_line in zip(document["drafts"], verdicts, strict=True):
         _print_wrapped(console, verdict_line, width)
@@ -791,3 +792,25 @@ def _render_k_sweep(console: Any, document: dict[str, Any]) -> None:
         for note in section["notes"]:
             for line in wrap_words(f"note: {printable(note)}", width, "    ", first_indent="  "):
                 print_line(console, line)
+
+
+def _render_prefix_caching(console: Any, document: dict[str, Any]) -> None:
+    """One line per run whose greedy output was compared with prefix caching on and off."""
+    width = console_width(console)
+    for draft in document["drafts"]:
+        for run in draft["runs"]:
+            check = run.get("prefix_caching")
+            if not check:
+                continue
+            label = printable(run["label"])
+            if not check["ok"]:
+                text = f"prefix caching: {label}: not checked ({printable(check['error'])})"
+            elif check["identical"]:
+                hits, queries = check.get("prefix_cache_hits"), check.get("prefix_cache_queries")
+                reuse = f"; {hits:,} of {queries:,} continuation tokens from the cache" if queries else ""
+                text = f"prefix caching: {label}: greedy output identical on and off ({len(check['checks'])} checks{reuse})"
+            else:
+                failed = [item["name"] for item in check["checks"] if not item["identical"]]
+                text = f"prefix caching: {label}: greedy output differs ({'; '.join(failed)})"
+            for line in wrap_words(text, width, "    "):
+                print_line(console, line, style=None if check.get("identical") else "bold red")

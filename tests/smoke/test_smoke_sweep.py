@@ -240,17 +240,32 @@ def document_for(tmp_path: Path, outcome: Any) -> dict[str, Any]:
     return report.build_document(plan, {run.slug: outcome}, mode="offline", work_dir=None)
 
 
-def test_identical_outputs_with_and_without_prefix_caching_pass(tmp_path: Path) -> None:
+def rendered(document: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    monkeypatch.setenv("COLUMNS", "80")
+    buffer = io.StringIO()
+    monkeypatch.setattr(sys, "stdout", buffer)
+    render(document, no_color=True)
+    return buffer.getvalue().splitlines()
+
+
+def test_identical_outputs_with_and_without_prefix_caching_pass(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     document = document_for(tmp_path, prefix_result([[3, 4], [7, 8]]))
     (draft,) = document["drafts"]
     check = draft["runs"][0]["prefix_caching"]
     assert check["identical"] is True and len(check["checks"]) == 5
     assert draft["verdict"]["status"] == "pass" and document["exit_code"] == 0
+    text = " ".join(" ".join(rendered(document, monkeypatch)).split())
+    assert "greedy output identical on and off (5 checks; 64 of 80 continuation tokens from the cache)" in text
 
 
-def test_a_divergence_fails_with_the_first_differing_position(tmp_path: Path) -> None:
+def test_a_divergence_fails_with_the_first_differing_position(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # The second prompt's continuation with prefix caching on picks token 9 at its second position.
     document = document_for(tmp_path, prefix_result([[3, 4], [7, 9]]))
+    lines = rendered(document, monkeypatch)
+    assert lines[0].startswith("FAIL ") and all(len(line) <= 80 for line in lines if str(tmp_path) not in line)
+    assert "token 1)" in " ".join(lines)
     (draft,) = document["drafts"]
     assert draft["verdict"]["status"] == "fail" and document["exit_code"] == 1
     assert draft["verdict"]["reasons"] == [
