@@ -638,3 +638,89 @@ def check_tensor_parallel(
     else:
         problems.extend(head_problems(draft, draft_tp))
     return TensorParallelCheck(tp, draft_tp, tuple(problems), (vocab_split(target, tp), vocab_split(draft, draft_tp)))
+
+
+# --- all of it for one target and draft -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ServingNumbers:
+    """The serving plan's checks for one target and draft, as read by `reading` and `inspect`."""
+
+    target: AttentionDims
+    draft: AttentionDims
+    serving_dtype: str
+    kv_cache_dtype: str
+    target_weights: WeightBytes
+    draft_weights: WeightBytes
+    token_budget: TokenBudget
+    tensor_parallel: TensorParallelCheck
+    memory: MemoryFit | None  # None without --gpu-memory
+
+    @property
+    def ok(self) -> bool:
+        return self.token_budget.ok and self.tensor_parallel.ok and (self.memory is None or self.memory.fits)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "target": self.target.to_dict(),
+            "draft": self.draft.to_dict(),
+            "serving_dtype": self.serving_dtype,
+            "kv_cache_dtype": self.kv_cache_dtype,
+            "weights": {"target": self.target_weights.to_dict(), "draft": self.draft_weights.to_dict()},
+            "token_budget": self.token_budget.to_dict(),
+            "tensor_parallel": self.tensor_parallel.to_dict(),
+            "memory": self.memory.to_dict() if self.memory else None,
+        }
+
+
+def serving_numbers(
+    target_config: Mapping[str, Any],
+    target_tensors: Mapping[str, TensorHeader],
+    draft: DraftDescription,
+    draft_tensors: Mapping[str, TensorHeader],
+    *,
+    num_speculative_tokens: int,
+    sample_from_anchor: bool,
+    max_num_seqs: int,
+    max_model_len: int,
+    max_num_batched_tokens: int | None = None,
+    tensor_parallel_size: int = 1,
+    draft_tensor_parallel_size: int | None = None,
+    gpu_memory_bytes: int | None = None,
+    gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION,
+    dtype: str | None = None,
+    kv_cache_dtype: str = "auto",
+    target_name: str = "target",
+    draft_name: str = "draft",
+) -> ServingNumbers:
+    """Every check for one launch. `target_config` / `target_tensors` are a `LoadedCheckpoint`'s
+    `config` and `tensors`; `draft` is the inspect report's description, `draft_tensors` its
+    checkpoint's tensors. `dtype` None: the target config's (bfloat16 when it names none);
+    `kv_cache_dtype` "auto": the serving dtype, as vLLM's `--kv-cache-dtype auto`. Sliding layers
+    keep the tokens of one scheduling step in flight on top of their window."""
+    target = target_dims(target_config, target_name)
+    draft_view = draft_dims(draft, draft_name)
+    serving = dtype or target.dtype or "bfloat16"
+    kv_dtype = serving if kv_cache_dtype == "auto" else kv_cache_dtype
+    tp = tensor_parallel_size
+    tp_check = check_tensor_parallel(target, draft_view, tp, draft_tensor_parallel_size)
+    draft_tp = tp_check.draft_tensor_parallel_size
+    target_weights = weight_bytes(target_tensors, tp, serving)
+    draft_weights = weight_bytes(draft_tensors, draft_tp, serving)
+    budget = check_token_budget(max_num_seqs, num_speculative_tokens, sample_from_anchor, max_num_batched_tokens)
+    memory = None
+    if gpu_memory_bytes is not None:
+        kv_bytes = dtype_bytes(kv_dtype)
+        memory = check_memory(
+            gpu_memory_bytes=gpu_memory_bytes,
+            weights=[target_weights, draft_weights],
+            layouts=[kv_layout(target, kv_bytes, tp), kv_layout(draft_view, kv_bytes, draft_tp)],
+            max_model_len=max_model_len,
+            gpu_memory_utilization=gpu_memory_utilization,
+            in_flight_tokens=max_num_batched_tokens or budget.required,
+        )
+    return ServingNumbers(
+        target, draft_view, serving, kv_dtype, target_weights, draft_weights, budget, tp_check, memory
+    )

@@ -265,3 +265,53 @@ def test_vocab_rows_per_rank_include_the_padding() -> None:
     dims = _dims("t", ("full_attention",), kv=8)
     split = check_tensor_parallel(dims, dims, 8).vocab[0]
     assert (split.padded, split.rows_per_rank) == (151_936, 18_992)
+
+
+# --- everything for one pair, read through the reading layer -----------------------------------
+
+
+def test_serving_numbers_of_the_demo_pair() -> None:
+    target = load_checkpoint(DEMO_TARGET)
+    draft = load_checkpoint(DEMO_DRAFT)
+    assert target.config is not None
+    report = inspect_loaded(draft)
+    assert report.description is not None and report.geometry is not None
+    numbers = plan_checks.serving_numbers(
+        target.config,
+        target.tensors,
+        report.description,
+        draft.tensors,
+        num_speculative_tokens=report.geometry.num_speculative_tokens,
+        sample_from_anchor=report.geometry.sample_from_anchor,
+        max_num_seqs=16,
+        max_model_len=1024,
+        gpu_memory_bytes=64 * 1024 * 1024,
+    )
+    assert (numbers.serving_dtype, numbers.kv_cache_dtype) == ("float32", "float32")  # the config's dtype
+    # The draft by hand: 2 layers of (q, k, v, o: 64 x 64 each; gate, up, down: 64 x 64; 4 norms of
+    # 64), fc 64 x 128 (two captured layers of 64), hidden_norm and norm: 66,176 float32 elements.
+    assert numbers.draft_weights.stored_total == (2 * (7 * 64 * 64 + 4 * 64) + 64 * 128 + 2 * 64) * 4 == 264_704
+    assert numbers.target_weights.stored_total == 1_052_928
+    # K 7 bonus-anchor: 8 query positions x 16 sequences.
+    assert numbers.token_budget.required == 128
+    assert numbers.memory is not None and numbers.memory.fits
+    # int(64 MiB x 0.92) = 61,740,154, less 1,317,632 bytes of weights = 60,422,522; / 5,120 B/token.
+    assert numbers.memory.kv_budget_bytes == int(64 * 1024 * 1024 * 0.92) - 1_317_632 == 60_422_522
+    assert numbers.memory.kv_tokens == 60_422_522 // 5120 == 11_801
+    assert numbers.ok and numbers.to_dict()["ok"] is True
+    # bfloat16 halves weights and KV; an fp8 KV cache halves the KV again.
+    small = plan_checks.serving_numbers(
+        target.config,
+        target.tensors,
+        report.description,
+        draft.tensors,
+        num_speculative_tokens=7,
+        sample_from_anchor=False,
+        max_num_seqs=16,
+        max_model_len=1024,
+        gpu_memory_bytes=64 * 1024 * 1024,
+        dtype="bfloat16",
+        kv_cache_dtype="fp8",
+    )
+    assert small.memory is not None and small.memory.layouts[0].full_bytes_per_token == 4096 // 4
+    assert small.target_weights.loaded_total == 1_052_928 // 2
