@@ -99,7 +99,10 @@ prefix_caching          with `prefix_caching_check`: {"measured": PASS, "other":
                         "continuation_outputs": [[ids]] (the prompts + the first n tokens of the
                         measured engine's outputs), "prefix_cache_hits": int | null,
                         "prefix_cache_queries": int | null (vLLM's counters over the
-                        continuation pass)}; or {"error": message} when the check could not run
+                        continuation pass), "continuation_num_drafts": int | null,
+                        "continuation_accepted_per_position": [int] | null (its speculative-
+                        decoding counters over that pass)}; or {"error": message} when the check
+                        could not run
 """
 
 from __future__ import annotations

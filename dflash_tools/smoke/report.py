@@ -109,6 +109,28 @@ def prefix_caching_identity(
         "continuation_prefix_tokens": prefix,
         "prefix_cache_hits": on.get("prefix_cache_hits"),
         "prefix_cache_queries": on.get("prefix_cache_queries"),
+        "continuation_acceptance": _continuation_acceptance(on, off),
+    }
+
+
+def _continuation_acceptance(on: dict[str, Any], off: dict[str, Any]) -> dict[str, Any] | None:
+    """Acceptance per position of the continuation pass, prefix caching on vs off. The output
+    cannot show a draft that reads a wrong cached context (verification keeps it lossless); its
+    acceptance can. Same tolerance as the cross-check between engines."""
+    rates = {}
+    for name, run in (("on", on), ("off", off)):
+        drafts, accepted = run.get("continuation_num_drafts"), run.get("continuation_accepted_per_position")
+        if not drafts or accepted is None:
+            return None
+        rates[name] = contract.rates(drafts, list(accepted))
+    width = max(len(rates["on"]), len(rates["off"]))
+    padded = {name: values + [0.0] * (width - len(values)) for name, values in rates.items()}
+    difference = max((abs(a - b) for a, b in zip(padded["on"], padded["off"], strict=True)), default=0.0)
+    return {
+        "acceptance_rate_per_position": padded,
+        "max_rate_difference": difference,
+        "tolerance": cross_check.RATE_TOLERANCE,
+        "agrees": difference <= cross_check.RATE_TOLERANCE,
     }
 
 
@@ -127,6 +149,14 @@ def prefix_caching_reasons(check: dict[str, Any] | None) -> tuple[list[str], lis
     warnings = []
     if check.get("prefix_cache_hits") == 0:
         warnings.append("the continuation pass hit no cached block: prefix caching was not exercised")
+    acceptance = check.get("continuation_acceptance")
+    if acceptance is not None and not acceptance["agrees"]:
+        on, off = (acceptance["acceptance_rate_per_position"][k] for k in ("on", "off"))
+        position = max(range(len(on)), key=lambda i: abs(on[i] - off[i]))
+        warnings.append(
+            f"prefix caching changes the draft's acceptance on the continuations (position {position}: "
+            f"{on[position]:.2f} on vs {off[position]:.2f} off): the draft may read a wrong cached context"
+        )
     return reasons, warnings
 
 

@@ -396,13 +396,25 @@ def continuation_prompts(first: Generated) -> tuple[list[dict[str, list[int]]], 
 def _continuation_pass(
     llm: Any, request: contract.SmokeRequest, prompts: list[dict[str, list[int]]], remaining: list[int]
 ) -> dict[str, Any]:
-    before = prefix_cache_counters(llm.get_metrics())
+    """The continuations, with vLLM's prefix-cache counters and the speculative-decoding counters
+    over this pass: a draft whose cached context is wrong proposes worse tokens without changing
+    the output, so the acceptance is compared too."""
+    metrics = llm.get_metrics()
+    before, spec_before = prefix_cache_counters(metrics), counters_from_metrics(metrics) or ZERO
     second = _generate(llm, list(prompts), request, remaining)
-    after = prefix_cache_counters(llm.get_metrics())
+    metrics = llm.get_metrics()
+    after, spec_after = prefix_cache_counters(metrics), counters_from_metrics(metrics)
     hits = queries = None
     if before is not None and after is not None:
         queries, hits = after[0] - before[0], after[1] - before[1]
-    return {"continuation_outputs": second.outputs, "prefix_cache_hits": hits, "prefix_cache_queries": queries}
+    spec = spec_after.minus(spec_before) if spec_after is not None else None
+    return {
+        "continuation_outputs": second.outputs,
+        "prefix_cache_hits": hits,
+        "prefix_cache_queries": queries,
+        "continuation_num_drafts": spec.num_drafts if spec else None,
+        "continuation_accepted_per_position": list(spec.accepted_per_position) if spec else None,
+    }
 
 
 def _other_engine_passes(

@@ -81,6 +81,9 @@ def test_the_bundled_bonus_anchor_pair_passes_sweeps_k_and_keeps_prefix_caching_
     prefix = seven["prefix_caching"]
     assert prefix["ok"] and prefix["identical"], prefix
     assert len(prefix["checks"]) == 5 and prefix["prefix_cache_hits"] > 0
+    # The draft proposes the same on the continuations with and without the cache.
+    assert prefix["continuation_acceptance"]["agrees"] is True, prefix["continuation_acceptance"]
+    assert not any("prefix caching" in warning for warning in draft["verdict"]["warnings"])
     measured = result["prefix_caching"]["measured"]
     assert measured["enable_prefix_caching"] is True  # vLLM's default, the measured engine
     assert result["prefix_caching"]["other"]["enable_prefix_caching"] is False

@@ -200,7 +200,7 @@ def test_the_torch_engine_plan_checks_no_prefix_caching(tmp_path: Path) -> None:
 # --- the prefix-caching verdict ----------------------------------------------------------------------
 
 
-def prefix_result(on_continuations: list[list[int]], *, hits: int = 64) -> Any:
+def prefix_result(on_continuations: list[list[int]], *, hits: int = 64, on_accepted: tuple[int, ...] = (10, 8)) -> Any:
     outputs = [[1, 2, 3, 4], [5, 6, 7, 8]]
     document = result(7, [1.0] * 7, drafts=4, tokens=8, elapsed=1.0, draft_s=0.1)
     document.update(
@@ -212,6 +212,8 @@ def prefix_result(on_continuations: list[list[int]], *, hits: int = 64) -> Any:
                 "continuation_outputs": on_continuations,
                 "prefix_cache_hits": hits,
                 "prefix_cache_queries": 80,
+                "continuation_num_drafts": 10,
+                "continuation_accepted_per_position": list(on_accepted),
             },
             "other": {
                 "enable_prefix_caching": False,
@@ -219,6 +221,8 @@ def prefix_result(on_continuations: list[list[int]], *, hits: int = 64) -> Any:
                 "continuation_outputs": [[3, 4], [7, 8]],
                 "prefix_cache_hits": 0,
                 "prefix_cache_queries": 0,
+                "continuation_num_drafts": 10,
+                "continuation_accepted_per_position": [10, 8],
             },
             "continuation_prefix_tokens": [2, 2],
         },
@@ -280,6 +284,22 @@ def test_a_check_that_reused_nothing_is_a_warning(tmp_path: Path) -> None:
     verdict = document["drafts"][0]["verdict"]
     assert verdict["status"] == "pass"
     assert "the continuation pass hit no cached block: prefix caching was not exercised" in verdict["warnings"]
+
+
+def test_acceptance_that_changes_with_prefix_caching_is_a_warning(tmp_path: Path) -> None:
+    # Same tokens, but with prefix caching on the draft's second position is accepted 3 times in 10
+    # instead of 8: its cached context looks wrong.
+    document = document_for(tmp_path, prefix_result([[3, 4], [7, 8]], on_accepted=(10, 3)))
+    (draft,) = document["drafts"]
+    acceptance = draft["runs"][0]["prefix_caching"]["continuation_acceptance"]
+    assert acceptance["max_rate_difference"] == pytest.approx(0.5) and acceptance["agrees"] is False
+    assert draft["verdict"]["status"] == "pass"
+    assert draft["verdict"]["warnings"] == [
+        "prefix caching changes the draft's acceptance on the continuations (position 1: 0.30 on vs 0.80 off): "
+        "the draft may read a wrong cached context"
+    ]
+    same = document_for(tmp_path / "same", prefix_result([[3, 4], [7, 8]]))
+    assert same["drafts"][0]["runs"][0]["prefix_caching"]["continuation_acceptance"]["agrees"] is True
 
 
 def test_a_check_that_could_not_run_is_a_warning(tmp_path: Path) -> None:
