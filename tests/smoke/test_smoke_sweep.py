@@ -24,7 +24,7 @@ from dflash_tools.draft.target import load_target
 from dflash_tools.errors import UsageError
 from dflash_tools.smoke import contract, report, sweep
 from dflash_tools.smoke.plan import SmokeOptions, resolve_plan
-from dflash_tools.smoke.presets import DraftEntry
+from dflash_tools.smoke.presets import DraftEntry, Floor
 
 runner = CliRunner()
 
@@ -195,6 +195,23 @@ def test_a_sweep_and_compare_layouts_do_not_mix(tmp_path: Path) -> None:
 def test_the_torch_engine_plan_checks_no_prefix_caching(tmp_path: Path) -> None:
     plan = sweep_plan(tmp_path, "zlab-dflash", testing.TINY, [3, 7], engine="torch")
     assert not any(run.prefix_caching_check for run in plan.drafts[0].runs)
+
+
+def test_in_a_sweep_the_mean_length_floor_is_for_the_largest_k(tmp_path: Path) -> None:
+    floor = Floor(mean_acceptance_length=4.0, first_position_rate=0.3, provenance="test")
+    plan = sweep_plan(tmp_path, "zlab-dflash", testing.TINY, [3, 7], floor=floor, prefix_caching_check=False)
+    three, seven = plan.drafts[0].runs
+    # K = 3 can reach at most 4.0 and reaches 3.0; K = 7 reaches 5.0.
+    results = {
+        three.slug: result(3, [0.8, 0.7, 0.5], drafts=10, tokens=30, elapsed=1.0, draft_s=0.1),
+        seven.slug: result(7, [0.8, 0.7, 0.6, 0.5, 0.6, 0.4, 0.4], drafts=10, tokens=50, elapsed=1.0, draft_s=0.1),
+    }
+    document = report.build_document(plan, results, mode="offline", work_dir=None)
+    assert document["drafts"][0]["verdict"]["status"] == "pass"
+    results[seven.slug] = result(7, [0.8, 0.7, 0.5] + [0.0] * 4, drafts=10, tokens=30, elapsed=1.0, draft_s=0.1)
+    failed = report.build_document(plan, results, mode="offline", work_dir=None)["drafts"][0]["verdict"]
+    assert failed["status"] == "fail"
+    assert failed["reasons"] == ["K=7: mean acceptance length 3.00 is below the floor 4.00"]
 
 
 # --- the prefix-caching verdict ----------------------------------------------------------------------
