@@ -80,9 +80,14 @@ def smoke_test_command(
         ),
     ] = None,
     num_speculative_tokens: Annotated[
-        int | None,
+        str | None,
         typer.Option(
-            "-k", "--num-speculative-tokens", min=1, help="K (default: each draft's trained K).", rich_help_panel=WHAT
+            "-k",
+            "--num-speculative-tokens",
+            metavar="K",
+            help="K (default: each draft's trained K); a list 3,5,7 or a range 3-7 runs each K (a K sweep).",
+            show_default=False,
+            rich_help_panel=WHAT,
         ),
     ] = None,
     engine: Annotated[
@@ -138,6 +143,15 @@ def smoke_test_command(
             rich_help_panel=ENGINE,
         ),
     ] = 3600.0,
+    prefix_caching_check: Annotated[
+        bool | None,
+        typer.Option(
+            "--prefix-caching-check/--no-prefix-caching-check",
+            help="With vLLM: check greedy output with prefix caching on and off (default: on).",
+            show_default=False,
+            rich_help_panel=VERDICT,
+        ),
+    ] = None,
     cross_check: Annotated[
         bool | None,
         typer.Option(

@@ -16,6 +16,7 @@ from rich.text import Text
 from dflash_tools.cli._errors import handle_errors
 from dflash_tools.cli._layout import (
     Fix,
+    console_width,
     pack,
     print_findings,
     print_fixes,
@@ -34,7 +35,7 @@ from dflash_tools.cli._output import (
 from dflash_tools.draft.target import TargetSpec, load_target
 from dflash_tools.errors import TORCH_INSTALL_HINT, UsageError
 from dflash_tools.serving.vllm_capability import detect_vllm, engine_available, resolve_engine
-from dflash_tools.smoke import contract, presets, report
+from dflash_tools.smoke import contract, presets, report, sweep
 from dflash_tools.smoke.plan import DraftPlan, RunPlan, SmokeOptions, SmokePlan, plan_draft, resolve_plan
 from dflash_tools.smoke.presets import DraftEntry, Floor
 from dflash_tools.smoke.runner import CHILD_COMMAND_ENV, execute_plan, execute_references
@@ -67,7 +68,7 @@ def run(
     target: str | None,
     drafts: list[str] | None,
     preset: str | None,
-    num_speculative_tokens: int | None,
+    num_speculative_tokens: str | None,
     engine: str,
     device: str | None,
     dtype: str | None,
@@ -77,6 +78,7 @@ def run(
     env: list[str] | None,
     seed: int,
     run_timeout: float,
+    prefix_caching_check: bool | None,
     cross_check: bool | None,
     prompts_file: str | None,
     num_prompts: int | None,
@@ -115,6 +117,7 @@ def run(
         timeout = hub_timeout
     with handle_errors("smoke-test", json_output=fmt is OutputFormat.JSON):
         loaded_preset = presets.load_preset(preset) if preset else None
+        k_values = sweep.parse_k_values(num_speculative_tokens) if num_speculative_tokens else None
         entries = _draft_entries(drafts, loaded_preset, revision)
         chosen_engine = resolve_engine(engine)
         prompts_path = presets.resolve_prompts_path(
@@ -138,8 +141,10 @@ def run(
             prompts=prompt_set.texts,
             prompt_token_ids=prompt_set.token_ids,
             prompts_source=str(prompts_path),
-            num_speculative_tokens=num_speculative_tokens
-            or (loaded_preset.num_speculative_tokens if loaded_preset else None),
+            num_speculative_tokens=(k_values[0] if k_values and len(k_values) == 1 else None)
+            or (loaded_preset.num_speculative_tokens if loaded_preset and not k_values else None),
+            k_values=k_values if k_values and len(k_values) > 1 else None,
+            prefix_caching_check=prefix_caching_check,
             engine=chosen_engine,
             device=device,
             dtype=dtype,
@@ -162,6 +167,11 @@ def run(
             inherited_env=dict(os.environ),
         )
         if server:
+            if options.sweep:
+                raise UsageError(
+                    "--server measures the K the server was started with; a K sweep needs offline runs",
+                    "drop --server, or pass one K",
+                )
             code = _server_mode(
                 server, server_model, api_key, concurrency, options, fmt, no_color, require_identical, quiet
             )
@@ -458,6 +468,8 @@ def render(document: dict[str, Any], *, no_color: bool = False, quiet: bool = Fa
     if document["mode"] != "dry-run":
         _results_table(console, document)
         _render_chart(console, document)
+        _render_prefix_caching(console, document)
+        _render_k_sweep(console, document)
     for draft, verdict_line in zip(document["drafts"], verdicts, strict=True):
         _print_wrapped(console, verdict_line, width)
         verdict = draft["verdict"]
@@ -596,3 +608,97 @@ def _render_chart(console: Any, document: dict[str, Any]) -> None:
             print_line(console, f"acceptance per draft position: {printable(run['label'])}", style="bold")
             for position, rate in enumerate(rates):
                 console.print(f"  {position:>2} [green]{_bar(rate)}[/green] {rate:.2f}")
+
+
+def _times(value: Any) -> str:
+    return "-" if value is None else f"{value:.2f}×"
+
+
+def _render_k_sweep(console: Any, document: dict[str, Any]) -> None:
+    """Per draft: measured and predicted speed-up per K (a table for a sweep, a line for one run)."""
+    width = console_width(console)
+    for draft in document["drafts"]:
+        section = draft.get("k_sweep")
+        if not section:
+            continue
+        prediction = section["prediction"]
+        model = prediction.get("model") or {}
+        label = printable(draft["label"])
+        if len(section["k_values"]) > 1:
+            rows: list[list[str | Text]] = []
+            for row in section["rows"]:
+                status = row["status"]
+                rows.append(
+                    [
+                        str(row["num_speculative_tokens"]),
+                        _fmt(row["num_query_tokens"]),
+                        Text(status, style=STATUS_STYLE.get(status, "")) if status != "predicted" else Text("-"),
+                        _fmt(row["mean_acceptance_length"], ".2f"),
+                        _fmt(row["tokens_per_second"], ".1f"),
+                        _times(row["speedup"]),
+                        _times(row["predicted_speedup"]),
+                    ]
+                )
+            columns = ("K", "Q", "verdict", "acceptance length", "tokens/s", "speed-up", "predicted")
+            table_or_blocks(console, columns, rows, title=f"K sweep: {label}")
+            best = section.get("best_measured")
+            if best:
+                speedup = f" ({_times(best['speedup'])} the target alone)" if best.get("speedup") else ""
+                print_line(console, f"  best measured K: {best['num_speculative_tokens']}{speedup}", style="bold")
+        else:
+            predicted = [row for row in section["rows"] if row["predicted_speedup"] is not None]
+            if not predicted:
+                if not prediction["available"]:
+                    text = f"speed-up by K: {label}: no prediction ({printable(prediction['reason'])})"
+                    for line in wrap_words(text, width, "    "):
+                        print_line(console, line, style="dim")
+                continue
+            print_line(console, f"predicted speed-up by K: {label}", style="bold")
+            segments = [f"K={row['num_speculative_tokens']} {_times(row['predicted_speedup'])}" for row in predicted]
+            for line in pack(segments, width, first="  ", indent="  "):
+                print_line(console, line)
+        best_predicted = section.get("best_predicted")
+        if best_predicted:
+            print_line(
+                console,
+                f"  best predicted K: {best_predicted['num_speculative_tokens']} "
+                f"({_times(best_predicted['predicted_speedup'])})",
+                style="bold",
+            )
+        if prediction["available"]:
+            explain = (
+                f"predicted from the K = {model['reference_k']} run: its acceptance per position, "
+                f"{model['draft_step_s'] * 1000:.2f} ms drafting and {model['verify_step_s'] * 1000:.2f} ms "
+                f"verifying per step, the target alone {model['target_token_s'] * 1000:.2f} ms per token "
+                "(docs/smoke-test.md)"
+            )
+            for line in wrap_words(explain, width, "    ", first_indent="  "):
+                print_line(console, line, style="dim")
+        elif len(section["k_values"]) > 1:
+            for line in wrap_words(f"no prediction: {printable(prediction['reason'])}", width, "    ", "  "):
+                print_line(console, line, style="dim")
+        for note in section["notes"]:
+            for line in wrap_words(f"note: {printable(note)}", width, "    ", first_indent="  "):
+                print_line(console, line)
+
+
+def _render_prefix_caching(console: Any, document: dict[str, Any]) -> None:
+    """One line per run whose greedy output was compared with prefix caching on and off."""
+    width = console_width(console)
+    for draft in document["drafts"]:
+        for run in draft["runs"]:
+            check = run.get("prefix_caching")
+            if not check:
+                continue
+            label = printable(run["label"])
+            if not check["ok"]:
+                text = f"prefix caching: {label}: not checked ({printable(check['error'])})"
+            elif check["identical"]:
+                hits, queries = check.get("prefix_cache_hits"), check.get("prefix_cache_queries")
+                reuse = f"; {hits:,} of {queries:,} continuation tokens from the cache" if queries else ""
+                text = f"prefix caching: {label}: greedy output identical on and off ({len(check['checks'])} checks{reuse})"
+            else:
+                failed = [item["name"] for item in check["checks"] if not item["identical"]]
+                text = f"prefix caching: {label}: greedy output differs ({'; '.join(failed)})"
+            for line in wrap_words(text, width, "    "):
+                print_line(console, line, style=None if check.get("identical") else "bold red")

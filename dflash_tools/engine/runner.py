@@ -230,6 +230,7 @@ def build_result(
         "query_positions_per_step": list(run.query_positions_per_step),
         "log_path": None,
         "engine_details": details,
+        "draft_time_s": run.draft_s,
     }
     if baseline is not None:
         result["baseline"] = {

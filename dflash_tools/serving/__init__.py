@@ -8,6 +8,8 @@
     launch.py           whole launch lines (argv + environment) for vLLM and SGLang
     vllm_capability.py  what the vLLM installed here can serve, read from its files (no import)
     vllm_view.py        `inspect --engine vllm`: the inspect walk plus how that vLLM serves the draft
+    plan_checks.py      the serving plan's numbers: token budget, weight and KV memory, tensor
+                        parallelism (pure functions over config dicts and safetensors headers)
 
 The rules per engine release come from `engines`; this package applies them to one draft.
 Nothing here imports typer, rich, torch, vLLM or SGLang.

@@ -8,6 +8,7 @@
     metrics.py     speculative-decoding counters from get_metrics() or Prometheus text
     server.py      `--server URL`: the same measurement against a running server
     report.py      verdicts and the result document
+    sweep.py       `-k 3,5,7`: measured and predicted speed-up per K, the best K
     presets.py     configs/presets and configs/prompts
 
 Nothing here imports typer or rich; vLLM and torch are imported only inside the child.

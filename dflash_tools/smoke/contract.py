@@ -56,6 +56,11 @@ plugin_required         [false] vLLM only: the dflash-tools plugin must be activ
                         drafts on stock vLLM 0.33.0); the engine fails the run when it is not
 label                   [draft] a short name for logs
 target_revision         [null] Hub revision of the target
+prefix_caching_check    [false] vLLM only: after the measured pass, generate again in the same
+                        engine from each prompt extended by the first half of its output (so the
+                        prompt reuses KV blocks cached while speculating), then run both passes
+                        in a second engine with prefix caching switched the other way; the
+                        outputs come back in `prefix_caching`
 
 Result (`SmokeResult`)
 ----------------------
@@ -85,6 +90,19 @@ Optional result keys:
 engine_details          free-form facts about the run: vLLM version, runner ("v1"/"v2"),
                         speculator class, plugin status and markers, overlay folder, device
 output_texts            decoded outputs, one string per prompt
+draft_time_s            seconds of elapsed_s spent drafting (the draft's forwards and context
+                        updates; vLLM: inside the drafter's `propose`), null when not measured;
+                        the K sweep's prediction needs it
+prefix_caching          with `prefix_caching_check`: {"measured": PASS, "other": PASS,
+                        "continuation_prefix_tokens": [n per prompt]} where PASS is
+                        {"enable_prefix_caching": bool, "outputs": [[ids]] (the prompts),
+                        "continuation_outputs": [[ids]] (the prompts + the first n tokens of the
+                        measured engine's outputs), "prefix_cache_hits": int | null,
+                        "prefix_cache_queries": int | null (vLLM's counters over the
+                        continuation pass), "continuation_num_drafts": int | null,
+                        "continuation_accepted_per_position": [int] | null (its speculative-
+                        decoding counters over that pass)}; or {"error": message} when the check
+                        could not run
 """
 
 from __future__ import annotations
@@ -131,6 +149,7 @@ class SmokeRequest(TypedDict):
     plugin_required: NotRequired[bool]
     label: NotRequired[str]
     target_revision: NotRequired[str | None]
+    prefix_caching_check: NotRequired[bool]
 
 
 class BaselineResult(TypedDict):
@@ -161,6 +180,8 @@ class SmokeResult(TypedDict):
     log_path: str | None
     engine_details: NotRequired[dict[str, Any]]
     output_texts: NotRequired[list[str]]
+    draft_time_s: NotRequired[float | None]
+    prefix_caching: NotRequired[dict[str, Any]]
 
 
 class ContractError(ValueError):
@@ -196,6 +217,7 @@ _REQUEST_OPTIONAL: dict[str, tuple[type, ...]] = {
     "plugin_required": (bool,),
     "label": (str,),
     "target_revision": (str, type(None)),
+    "prefix_caching_check": (bool,),
 }
 _RESULT_TYPES: dict[str, tuple[type, ...]] = {
     "schema_version": (int,),
@@ -216,6 +238,12 @@ _RESULT_TYPES: dict[str, tuple[type, ...]] = {
     "token_identical": (bool, type(None)),
     "query_positions_per_step": (list, type(None)),
     "log_path": (str, type(None)),
+}
+_RESULT_OPTIONAL: dict[str, tuple[type, ...]] = {
+    "engine_details": (dict,),
+    "output_texts": (list,),
+    "draft_time_s": (int, float, type(None)),
+    "prefix_caching": (dict,),
 }
 
 
@@ -278,7 +306,7 @@ def validate_request(document: Any) -> SmokeRequest:
 
 def validate_result(document: Any) -> SmokeResult:
     """Check a result document; raise ContractError naming the first bad key."""
-    _check_types(document, "result", _RESULT_TYPES, {"engine_details": (dict,), "output_texts": (list,)})
+    _check_types(document, "result", _RESULT_TYPES, _RESULT_OPTIONAL)
     if document["schema_version"] != SCHEMA_VERSION:
         raise ContractError(f"result: schema_version {document['schema_version']} is not {SCHEMA_VERSION}")
     for key in ("num_drafts", "num_draft_tokens", "num_accepted_tokens", "output_tokens"):
@@ -302,6 +330,18 @@ def validate_result(document: Any) -> SmokeResult:
     positions = document["query_positions_per_step"]
     if positions is not None and not _int_list(positions):
         raise ContractError("result: query_positions_per_step must be null or a list of ints")
+    draft_time = document.get("draft_time_s")
+    if draft_time is not None and not (math.isfinite(draft_time) and draft_time >= 0):
+        raise ContractError(f"result: draft_time_s is {draft_time!r}, must be a finite number >= 0")
+    prefix = document.get("prefix_caching")
+    if prefix is not None and "error" not in prefix:
+        for role in ("measured", "other"):
+            run = prefix.get(role)
+            if not isinstance(run, dict) or not all(
+                isinstance(run.get(key), list) and all(_int_list(row) for row in run[key])
+                for key in ("outputs", "continuation_outputs")
+            ):
+                raise ContractError(f"result: prefix_caching.{role} must hold outputs and continuation_outputs")
     return document
 
 

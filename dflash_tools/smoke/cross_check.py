@@ -26,7 +26,7 @@ from dflash_tools.smoke import contract
 RATE_TOLERANCE = 0.02
 REFERENCE_ENGINE = "torch"
 # Request keys only the vLLM engine reads.
-_VLLM_ONLY = ("speculative_config", "plugin_required")
+_VLLM_ONLY = ("speculative_config", "plugin_required", "prefix_caching_check")
 
 
 def reference_request(request: contract.SmokeRequest) -> contract.SmokeRequest:

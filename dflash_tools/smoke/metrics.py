@@ -1,6 +1,6 @@
 """vLLM's speculative-decoding counters, from `LLM.get_metrics()` or a Prometheus `/metrics` page.
 
-Four counters matter (research/vllm-dflash.md §6.1, §6.2):
+Four counters matter (vllm/v1/spec_decode/metrics.py and vllm/v1/metrics/reader.py):
 
     vllm:spec_decode_num_drafts                verify steps that had drafts, per request
     vllm:spec_decode_num_draft_tokens          proposed draft tokens
@@ -146,6 +146,24 @@ def counters_from_metrics(metrics: Iterable[Any], *, model_name: str | None = No
     if not seen:
         return None
     return SpecDecodeCounters(totals[DRAFTS], totals[DRAFT_TOKENS], totals[ACCEPTED], tuple(per_position))
+
+
+PREFIX_CACHE_QUERIES = "vllm:prefix_cache_queries"
+PREFIX_CACHE_HITS = "vllm:prefix_cache_hits"
+
+
+def prefix_cache_counters(metrics: Iterable[Any]) -> tuple[int, int] | None:
+    """(queried, hit) prompt tokens of vLLM's prefix cache, summed over engines; None when absent
+    (the counters exist in vllm/v1/metrics/loggers.py whether or not caching is on)."""
+    totals = {PREFIX_CACHE_QUERIES: 0, PREFIX_CACHE_HITS: 0}
+    seen = False
+    for metric in metrics:
+        item = metric if isinstance(metric, dict) else metric_to_dict(metric)
+        name = item.get("name")
+        if isinstance(name, str) and name.removesuffix("_total") in totals:
+            totals[name.removesuffix("_total")] += _count(item.get("value"), name)
+            seen = True
+    return (totals[PREFIX_CACHE_QUERIES], totals[PREFIX_CACHE_HITS]) if seen else None
 
 
 # --- Prometheus text exposition ------------------------------------------------------------

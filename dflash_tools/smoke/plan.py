@@ -1,7 +1,7 @@
 """Resolve drafts, target, K, layout, runner and environment into a launch plan (no GPU, no vLLM).
 
 For each draft: preflight (the `inspect` checks with the target and K; K defaults to the draft's
-trained K), then the decisions SPEC §2/§3 and research/vllm-dflash.md §3, §5 and §6 call for:
+trained K), then the decisions docs/smoke-test.md describes:
 
 - the layout served (the declared one; `--compare-layouts` adds the flipped one) and its query
   count Q: K anchor-first, K + 1 bonus-anchor;
@@ -13,20 +13,23 @@ trained K), then the decisions SPEC §2/§3 and research/vllm-dflash.md §3, §5
   dflash-tools plugin (stock 0.33.0), or not at all (DFT041, refused);
 - the config values vLLM must see that the file does not state where vLLM reads them
   (`draft_config_overrides`, served from an overlay folder, the checkpoint untouched);
-- the compile-cache key: layout and K go into `additional_config`, which vLLM hashes.
+- the compile-cache key: layout and K go into `additional_config`, which vLLM hashes;
+- a K sweep (`-k 3,5,7`): one run per K in the declared layout, preflight at the trained K, and
+  a K the geometry rules refuse skipped with their reason (DFlash2 serves only its trained K);
+- with vLLM, the prefix-caching check on one run per draft (the declared run; a sweep's largest K).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from dflash_tools.draft.description import Algorithm, DraftDescription
 from dflash_tools.draft.findings import Finding, Severity, has_errors, make_finding, sort_findings
-from dflash_tools.draft.geometry import layout_name, num_query_tokens
+from dflash_tools.draft.geometry import Geometry, layout_name, num_query_tokens, resolve_geometry
 from dflash_tools.draft.target import TargetSpec
 from dflash_tools.errors import DflashToolsError, SourceError, UsageError
 from dflash_tools.inspect import InspectReport, inspect_loaded
@@ -69,6 +72,20 @@ class SmokeOptions:
     enable_thinking: bool = False
     floor: Floor | None = None
     inherited_env: Mapping[str, str] = field(default_factory=dict)
+    # `-k 3,5,7` / `-k 3-7`: run each K (two or more values; one value is num_speculative_tokens).
+    k_values: list[int] | None = None
+    # Greedy identity with vLLM's prefix caching on and off; None: on for the vLLM engine.
+    prefix_caching_check: bool | None = None
+
+    @property
+    def sweep(self) -> bool:
+        return bool(self.k_values) and len(self.k_values or []) > 1
+
+    @property
+    def checks_prefix_caching(self) -> bool:
+        if self.engine != "vllm":
+            return False
+        return self.prefix_caching_check if self.prefix_caching_check is not None else True
 
 
 @dataclass
@@ -86,6 +103,13 @@ class RunPlan:
     env: dict[str, str]
     request: contract.SmokeRequest | None
     skip_reason: str | None = None
+    sweep: bool = False  # one K of a `-k` sweep
+    # Warnings about this K from the geometry rules (a sweep's K above the trained K, unused taps).
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def prefix_caching_check(self) -> bool:
+        return bool(self.request and self.request.get("prefix_caching_check"))
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -100,6 +124,9 @@ class RunPlan:
             "serving": self.serving,
             "env": dict(self.env),
             "skip_reason": self.skip_reason,
+            "sweep": self.sweep,
+            "notes": list(self.notes),
+            "prefix_caching_check": self.prefix_caching_check,
             "request": dict(self.request) if self.request is not None else None,
         }
 
@@ -117,6 +144,8 @@ class DraftPlan:
     refusal_kind: str | None = None  # "preflight" | "setup"
     notes: list[str] = field(default_factory=list)
     forced: bool = False
+    # A sweep of a DFlash2 draft: why only its trained K can be served.
+    single_k_only: str | None = None
 
     @property
     def runnable(self) -> bool:
@@ -125,6 +154,10 @@ class DraftPlan:
     @property
     def declared_run(self) -> RunPlan | None:
         return next((run for run in self.runs if run.layout_role == "declared"), None)
+
+    @property
+    def sweep(self) -> bool:
+        return any(run.sweep for run in self.runs)
 
     def to_dict(self) -> dict[str, Any]:
         report = self.report
@@ -225,8 +258,17 @@ CPU_DTYPE = "float32"
 
 # vLLM's CPU build reserves gpu_memory_utilization (0.92) of the machine's memory unless the KV
 # cache size is given, and compiles with inductor unless eager: on a laptop or a 2-core CI machine
-# the first fails and the second costs minutes. Both stay overridable with --engine-arg.
-CPU_ENGINE_ARGS: dict[str, Any] = {"kv_cache_memory_bytes": 512 * 1024 * 1024, "enforce_eager": True}
+# the first fails and the second costs minutes. Its KV blocks are 128 tokens (vllm/platforms/cpu.py),
+# and a draft that reads the target's hidden states gives up the last matched block of a cached
+# prefix (`replay_boundaries` in vllm/v1/core/kv_cache_coordinator.py), so a prompt needs two full
+# blocks before a later request reuses any: with the bundled prompts (about 150 tokens) the
+# prefix-caching check would exercise nothing; at 32 tokens (the CPU backend's preferred multiple)
+# it does. All stay overridable with --engine-arg.
+CPU_ENGINE_ARGS: dict[str, Any] = {
+    "kv_cache_memory_bytes": 512 * 1024 * 1024,
+    "enforce_eager": True,
+    "block_size": 32,
+}
 
 
 def _on_cpu(device: str | None) -> bool:
@@ -287,7 +329,7 @@ def _smoke_findings(
     capability: VllmCapability | None,
     options: SmokeOptions,
 ) -> list[Finding]:
-    """DFT041: what the selected vLLM runner cannot serve as declared (SPEC §8)."""
+    """DFT041: what the selected vLLM runner cannot serve as declared (docs/findings.md)."""
     if engine != "vllm":
         return []
     findings = []
@@ -445,7 +487,8 @@ def _request(
                 engine_args.setdefault(key, value)
         additional = dict(engine_args.get("additional_config") or {})
         # vLLM hashes additional_config into the compile-cache key; the layout and K must be in it
-        # so a graph compiled for one layout is never reused for the other (research §5.4).
+        # so a graph compiled for one layout is never reused for the other (`compute_hash` in
+        # vllm/config/vllm.py).
         additional[ADDITIONAL_CONFIG_KEY] = {
             "layout": layout_name(sample_from_anchor),
             "num_speculative_tokens": k,
@@ -475,7 +518,9 @@ def plan_draft(
         loaded = load_checkpoint(source, revision=revision, token=options.token, timeout=options.hub_timeout)
     except DflashToolsError as exc:
         return DraftPlan(source, label, [], entry=entry, floor=floor, refusal=exc.message, refusal_kind="setup")
-    report = inspect_loaded(loaded, target=target_spec, num_speculative_tokens=options.num_speculative_tokens)
+    # A sweep's preflight is at the trained K; each K's own geometry findings go with its run.
+    preflight_k = None if options.sweep else options.num_speculative_tokens
+    report = inspect_loaded(loaded, target=target_spec, num_speculative_tokens=preflight_k)
     plan = DraftPlan(source, label, list(report.findings), report=report, entry=entry, floor=floor)
     desc, geometry = report.description, report.geometry
     if desc is None or geometry is None:
@@ -488,18 +533,16 @@ def plan_draft(
     plan.findings = sort_findings(plan.findings + smoke)
     _check_expectations(plan, entry, k, declared, geometry.num_query_tokens)
 
-    layouts = [("declared", declared)] + ([("flipped", not declared)] if options.compare_layouts else [])
-    for role, sample_from_anchor in layouts:
+    def make_run(role: str, sample_from_anchor: bool, run_k: int, run_label: str, slug: str) -> RunPlan:
         serving = _serving(engine, desc, sample_from_anchor, capability)
         env = _engine_env(engine, desc, sample_from_anchor, serving, options, capability)
-        run_label = label if role == "declared" else f"{label} [flipped: {layout_name(sample_from_anchor)}]"
-        run = RunPlan(
+        return RunPlan(
             label=run_label,
-            slug=f"{index + 1:02d}-{slugify(label)}" + ("" if role == "declared" else "-flipped"),
+            slug=slug,
             layout_role=role,
             sample_from_anchor=sample_from_anchor,
-            num_speculative_tokens=k,
-            num_query_tokens=num_query_tokens(k, sample_from_anchor),
+            num_speculative_tokens=run_k,
+            num_query_tokens=num_query_tokens(run_k, sample_from_anchor),
             runner=("v2" if _v2_reasons(desc, sample_from_anchor) else "auto") if engine == "vllm" else "n/a",
             serving=serving,
             env=env,
@@ -510,15 +553,31 @@ def plan_draft(
                 source=source,
                 label=run_label,
                 revision=revision,
-                k=k,
+                k=run_k,
                 sample_from_anchor=sample_from_anchor,
                 serving=serving,
                 env=env,
             ),
         )
-        if role == "flipped" and serving == "unavailable":
-            run.skip_reason = f"the installed vLLM cannot serve the flipped ({layout_name(sample_from_anchor)}) layout: {_unavailable_reason(capability)}"
-        plan.runs.append(run)
+
+    base = f"{index + 1:02d}-{slugify(label)}"
+    if options.sweep:
+        _plan_sweep(plan, options, desc, geometry, make_run, base)
+    else:
+        layouts = [("declared", declared)] + ([("flipped", not declared)] if options.compare_layouts else [])
+        for role, sample_from_anchor in layouts:
+            flipped_label = f"{label} [flipped: {layout_name(sample_from_anchor)}]"
+            run = make_run(
+                role,
+                sample_from_anchor,
+                k,
+                label if role == "declared" else flipped_label,
+                base + ("" if role == "declared" else "-flipped"),
+            )
+            if role == "flipped" and run.serving == "unavailable":
+                run.skip_reason = f"the installed vLLM cannot serve the flipped ({layout_name(sample_from_anchor)}) layout: {_unavailable_reason(capability)}"
+            plan.runs.append(run)
+        _ask_prefix_caching_check(plan.declared_run, options)
     if options.compare_layouts and desc.algorithm is Algorithm.DFLASH2:
         plan.notes.append(
             "the flipped layout of a DFlash2 draft changes the convolution block from "
@@ -562,6 +621,60 @@ def plan_draft(
         )
         plan.refusal_kind = "setup" if setup_only else "preflight"
     return plan
+
+
+def _ask_prefix_caching_check(run: RunPlan | None, options: SmokeOptions) -> None:
+    """One run per draft (the declared one; a sweep's largest K) also checks prefix caching."""
+    if run is not None and run.request is not None and options.checks_prefix_caching:
+        run.request["prefix_caching_check"] = True
+
+
+def _k_findings(desc: DraftDescription, k: int, trained: list[Finding]) -> list[Finding]:
+    """What the geometry rules say about serving K that they do not say about the trained K."""
+    _geometry, findings = resolve_geometry(desc, k)
+    seen = {(f.code, f.message) for f in trained}
+    return [f for f in findings if (f.code, f.message) not in seen and f.severity is not Severity.INFO]
+
+
+def _plan_sweep(
+    plan: DraftPlan,
+    options: SmokeOptions,
+    desc: DraftDescription,
+    geometry: Geometry,
+    make_run: Callable[[str, bool, int, str, str], RunPlan],
+    base: str,
+) -> None:
+    """One run per K of `-k`, in the declared layout; a K the geometry rules refuse is skipped
+    (run anyway with --force), with the rule's own words."""
+    assert options.k_values
+    trained = resolve_geometry(desc, None)[1]
+    k_max = geometry.max_speculative_tokens
+    if desc.algorithm is Algorithm.DFLASH2:
+        plan.single_k_only = (
+            f"DFlash2 serves only its trained K = {k_max}: its convolution block is the {geometry.block_size} "
+            f"query positions of a {geometry.layout} step, so any other K misaligns the taps (DFT013)"
+        )
+    for k in options.k_values:
+        run = make_run("declared", geometry.sample_from_anchor, k, f"{plan.label} [K={k}]", f"{base}-k{k}")
+        run.sweep = True
+        for finding in _k_findings(desc, k, trained):
+            text = f"{finding.code}: {finding.message}"
+            if finding.severity is Severity.ERROR and not options.force:
+                run.skip_reason = f"K = {k} is not servable ({text}); --force runs it anyway"
+            else:
+                run.notes.append(text)
+        plan.runs.append(run)
+    runnable = [run for run in plan.runs if run.skip_reason is None]
+    if not runnable:
+        ks = ", ".join(str(k) for k in options.k_values)
+        plan.refusal = (
+            f"no K of the sweep ({ks}) can be served: "
+            + (plan.single_k_only or "see each K's reason")
+            + f"; add K = {k_max} to -k"
+        )
+        plan.refusal_kind = "setup"
+        return
+    _ask_prefix_caching_check(max(runnable, key=lambda run: run.num_speculative_tokens), options)
 
 
 def _layout_unavailable(finding: Finding) -> bool:
@@ -619,6 +732,11 @@ def resolve_plan(
         raise UsageError("no draft given", "pass --draft (repeatable) or --preset")
     if options.target is None:
         raise UsageError("no target given", "pass --target (the model the drafts were trained for) or --preset")
+    if options.sweep and options.compare_layouts:
+        raise UsageError(
+            "--compare-layouts and a K sweep (-k with several values) cannot run together",
+            "compare layouts at one K first, then sweep K in the layout that wins",
+        )
     if target_spec is not None:
         require_runnable_target(target_spec)
     drafts = [

@@ -16,8 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from dflash_tools.draft.description import Algorithm
 from dflash_tools.draft.geometry import layout_name
-from dflash_tools.smoke import contract, cross_check
+from dflash_tools.smoke import contract, cross_check, sweep
 from dflash_tools.smoke.plan import DraftPlan, RunPlan, SmokePlan
 from dflash_tools.smoke.presets import Floor
 
@@ -59,6 +60,104 @@ def token_identity(outputs: list[list[int]], baseline: list[list[int]]) -> dict[
         "prompts": len(outputs),
         "first_mismatch": first,
     }
+
+
+def prefix_caching_identity(
+    result: contract.SmokeResult | None, baseline: contract.BaselineResult | None
+) -> dict[str, Any] | None:
+    """Greedy identity with prefix caching on and off, from a run's `prefix_caching` outputs.
+
+    Checks, each prompt by prompt with the first differing (prompt, token) position: the prompts
+    with prefix caching on vs off; the continuations (prompt + the first half of the first pass's
+    output, which reuse blocks cached while speculating) on vs off; each continuation against the
+    rest of the first pass (greedy decoding must pick the same tokens again); and the engine that
+    was not measured against the target alone (the measured one is `token_identity`).
+    """
+    if result is None or not result["ok"]:
+        return None
+    block = result.get("prefix_caching")
+    if block is None:
+        return None
+    if "error" in block:
+        return {"ok": False, "error": str(block["error"]), "checks": [], "identical": None}
+    measured, other = block["measured"], block["other"]
+    on, off = (measured, other) if measured.get("enable_prefix_caching") else (other, measured)
+    prefix = list(block.get("continuation_prefix_tokens") or [])
+    rest = [list(output[n:]) for output, n in zip(measured["outputs"], prefix, strict=False)]
+    pairs: list[tuple[str, list[list[int]], list[list[int]]]] = [
+        ("prompts: prefix caching on vs off", on["outputs"], off["outputs"]),
+        ("continuations: prefix caching on vs off", on["continuation_outputs"], off["continuation_outputs"]),
+        ("continuations with prefix caching on vs the first pass", on["continuation_outputs"], rest),
+        ("continuations with prefix caching off vs the first pass", off["continuation_outputs"], rest),
+    ]
+    if baseline is not None:
+        setting = "on" if other.get("enable_prefix_caching") else "off"
+        pairs.append(
+            (f"prompts with prefix caching {setting} vs the target alone", other["outputs"], baseline["outputs"])
+        )
+    checks = []
+    for name, ours, theirs in pairs:
+        identity = token_identity(ours, theirs)
+        checks.append(
+            {"name": name, "identical": identity["token_identical"], "first_mismatch": identity["first_mismatch"]}
+        )
+    return {
+        "ok": True,
+        "error": None,
+        "identical": all(check["identical"] for check in checks),
+        "checks": checks,
+        "continuation_prefix_tokens": prefix,
+        "prefix_cache_hits": on.get("prefix_cache_hits"),
+        "prefix_cache_queries": on.get("prefix_cache_queries"),
+        "continuation_acceptance": _continuation_acceptance(on, off),
+    }
+
+
+def _continuation_acceptance(on: dict[str, Any], off: dict[str, Any]) -> dict[str, Any] | None:
+    """Acceptance per position of the continuation pass, prefix caching on vs off. The output
+    cannot show a draft that reads a wrong cached context (verification keeps it lossless); its
+    acceptance can. Same tolerance as the cross-check between engines."""
+    rates = {}
+    for name, run in (("on", on), ("off", off)):
+        drafts, accepted = run.get("continuation_num_drafts"), run.get("continuation_accepted_per_position")
+        if not drafts or accepted is None:
+            return None
+        rates[name] = contract.rates(drafts, list(accepted))
+    width = max(len(rates["on"]), len(rates["off"]))
+    padded = {name: values + [0.0] * (width - len(values)) for name, values in rates.items()}
+    difference = max((abs(a - b) for a, b in zip(padded["on"], padded["off"], strict=True)), default=0.0)
+    return {
+        "acceptance_rate_per_position": padded,
+        "max_rate_difference": difference,
+        "tolerance": cross_check.RATE_TOLERANCE,
+        "agrees": difference <= cross_check.RATE_TOLERANCE,
+    }
+
+
+def prefix_caching_reasons(check: dict[str, Any] | None) -> tuple[list[str], list[str]]:
+    """Verdict reasons (every divergence) and warnings (a check that could not show anything)."""
+    if check is None:
+        return [], []
+    if not check["ok"]:
+        return [], [f"the prefix-caching check did not run: {check['error']}"]
+    reasons = []
+    for item in check["checks"]:
+        if not item["identical"]:
+            where = item["first_mismatch"]
+            at = f": first at prompt {where['prompt']}, token {where['position']}" if where else ""
+            reasons.append(f"prefix caching changes greedy output ({item['name']} differ{at})")
+    warnings = []
+    if check.get("prefix_cache_hits") == 0:
+        warnings.append("the continuation pass hit no cached block: prefix caching was not exercised")
+    acceptance = check.get("continuation_acceptance")
+    if acceptance is not None and not acceptance["agrees"]:
+        on, off = (acceptance["acceptance_rate_per_position"][k] for k in ("on", "off"))
+        position = max(range(len(on)), key=lambda i: abs(on[i] - off[i]))
+        warnings.append(
+            f"prefix caching changes the draft's acceptance on the continuations (position {position}: "
+            f"{on[position]:.2f} on vs {off[position]:.2f} off): the draft may read a wrong cached context"
+        )
+    return reasons, warnings
 
 
 def layout_cause(run: RunPlan, result: contract.SmokeResult | None) -> str | None:
@@ -103,7 +202,10 @@ def judge_run(
     *,
     identity: dict[str, Any] | None,
     require_identical: bool = False,
+    mean_floor: bool = True,
 ) -> Verdict:
+    """`mean_floor` False: the mean-acceptance-length floor does not apply (a sweep's smaller K,
+    which cannot reach a floor set for the largest)."""
     if run.skip_reason is not None:
         return Verdict("skipped", [run.skip_reason])
     if result is None:
@@ -124,7 +226,7 @@ def judge_run(
         verdict.reasons.append("no draft steps were made: speculation did not run")
     elif result["num_accepted_tokens"] == 0:
         verdict.reasons.append(f"0 of {result['num_draft_tokens']} draft tokens accepted")
-    if floor.mean_acceptance_length is not None and drafts and mean < floor.mean_acceptance_length:
+    if mean_floor and floor.mean_acceptance_length is not None and drafts and mean < floor.mean_acceptance_length:
         verdict.reasons.append(
             f"mean acceptance length {mean:.2f} is below the floor {floor.mean_acceptance_length:.2f}"
         )
@@ -192,6 +294,7 @@ def _run_document(
     baseline: contract.BaselineResult | None,
     require_identical: bool,
     reference: contract.SmokeResult | None = None,
+    mean_floor: bool = True,
 ) -> tuple[dict[str, Any], Verdict]:
     identity = None
     speedup = None
@@ -199,7 +302,17 @@ def _run_document(
         identity = token_identity(result["outputs"], baseline["outputs"])
         if baseline["tokens_per_second"] > 0:
             speedup = result["tokens_per_second"] / baseline["tokens_per_second"]
-    verdict = judge_run(run, result, draft.floor, identity=identity, require_identical=require_identical)
+    verdict = judge_run(
+        run, result, draft.floor, identity=identity, require_identical=require_identical, mean_floor=mean_floor
+    )
+    prefix_check = prefix_caching_identity(result, baseline)
+    if verdict.status in ("pass", "fail"):
+        reasons, warnings = prefix_caching_reasons(prefix_check)
+        verdict.reasons.extend(reasons)
+        verdict.warnings.extend(warnings)
+        verdict.warnings.extend(run.notes)
+        if reasons:
+            verdict.status = "fail"
     slow = speed_warning(speedup, result, baseline["tokens_per_second"] if baseline else None)
     if slow is not None and verdict.status in ("pass", "fail"):
         verdict.warnings.append(slow)
@@ -219,6 +332,7 @@ def _run_document(
         token_identity=identity,
         speedup=speedup,
         cross_check=check,
+        prefix_caching=prefix_check,
         verdict=verdict.to_dict(),
     )
     return document, verdict
@@ -229,6 +343,8 @@ def _draft_verdict(
 ) -> Verdict:
     if draft.refusal is not None:
         return Verdict("refused", [draft.refusal])
+    if draft.sweep:
+        return _sweep_verdict(draft, run_verdicts)
     declared = next((v for run, v in run_verdicts if run.layout_role == "declared"), None)
     if declared is None:
         return Verdict("planned")
@@ -242,6 +358,24 @@ def _draft_verdict(
     for run, other in run_verdicts:
         if run.layout_role == "flipped" and other.status == "error":
             verdict.warnings.append(f"the flipped-layout run failed: {other.reasons[0] if other.reasons else ''}")
+    return verdict
+
+
+_STATUS_ORDER = ("planned", "pass", "fail", "error")
+
+
+def _sweep_verdict(draft: DraftPlan, run_verdicts: list[tuple[RunPlan, Verdict]]) -> Verdict:
+    """A sweep passes when every K that ran passed; each reason and warning names its K."""
+    ran = [(run, v) for run, v in run_verdicts if v.status != "skipped"]
+    status = max((v.status for _, v in ran), key=_STATUS_ORDER.index, default="planned")
+    verdict = Verdict(status, warnings=list(draft.notes))
+    for run, other in run_verdicts:
+        tag = f"K={run.num_speculative_tokens}: "
+        if other.status == "skipped":
+            verdict.warnings.extend(tag + reason for reason in other.reasons)
+            continue
+        verdict.reasons.extend(tag + reason for reason in other.reasons)
+        verdict.warnings.extend(tag + warning for warning in other.warnings)
     return verdict
 
 
@@ -264,9 +398,17 @@ def build_document(
     for draft in plan.drafts:
         run_docs = []
         run_verdicts = []
+        # In a sweep the mean-acceptance-length floor is for the largest K that ran.
+        floor_k = max((r.num_speculative_tokens for r in draft.runs if r.skip_reason is None), default=None)
         for run in draft.runs:
             run_doc, verdict = _run_document(
-                draft, run, results.get(run.slug), baseline, require_identical, references.get(run.slug)
+                draft,
+                run,
+                results.get(run.slug),
+                baseline,
+                require_identical,
+                references.get(run.slug),
+                mean_floor=not run.sweep or run.num_speculative_tokens == floor_k,
             )
             run_docs.append(run_doc)
             run_verdicts.append((run, verdict))
@@ -277,7 +419,12 @@ def build_document(
         verdict = _draft_verdict(draft, run_verdicts, comparison)
         statuses.append((draft, verdict))
         document = draft.to_dict()
-        document.update(runs=run_docs, layout_comparison=comparison, verdict=verdict.to_dict())
+        document.update(
+            runs=run_docs,
+            layout_comparison=comparison,
+            k_sweep=_k_sweep(draft, run_verdicts, results, baseline) if geometry else None,
+            verdict=verdict.to_dict(),
+        )
         if references:
             slugs = {r.layout_role: r.slug for r in draft.runs}
             document["layout_comparison_reference"] = (
@@ -316,6 +463,38 @@ def build_document(
     if extra:
         result.update(extra)
     return result
+
+
+def _k_sweep(
+    draft: DraftPlan,
+    run_verdicts: list[tuple[RunPlan, Verdict]],
+    results: dict[str, contract.SmokeResult],
+    baseline: contract.BaselineResult | None,
+) -> dict[str, Any] | None:
+    """Measured and predicted speed-up per K: every K of a sweep, or the one declared run."""
+    geometry = draft.report.geometry if draft.report else None
+    if geometry is None:
+        return None
+    chosen = [(run, v) for run, v in run_verdicts if run.sweep or run.layout_role == "declared"]
+    if not draft.sweep:
+        chosen = chosen[:1]
+    runs = [
+        sweep.SweepRun(
+            num_speculative_tokens=run.num_speculative_tokens,
+            num_query_tokens=run.num_query_tokens,
+            result=results.get(run.slug),
+            skip_reason=run.skip_reason,
+            status=verdict.status,
+        )
+        for run, verdict in chosen
+    ]
+    if not runs:
+        return None
+    single = draft.single_k_only
+    description = draft.report.description if draft.report else None
+    if single is None and description is not None and description.algorithm is Algorithm.DFLASH2:
+        single = f"DFlash2 serves only its trained K = {geometry.max_speculative_tokens} (DFT013)"
+    return sweep.summarize(runs, baseline, trained_k=geometry.max_speculative_tokens, single_k_only=single)
 
 
 def exit_code(statuses: list[tuple[str | None, str]]) -> int:

@@ -19,12 +19,13 @@ import os
 import shutil
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from dflash_tools.smoke import contract
 from dflash_tools.smoke.contract import progress
-from dflash_tools.smoke.metrics import ZERO, counters_from_metrics
+from dflash_tools.smoke.metrics import ZERO, counters_from_metrics, prefix_cache_counters
 from dflash_tools.vllm_plugin.markers import MARKER_DIR_ENV, read_markers, summarize
 
 CONFIG_NAME = "config.json"
@@ -158,6 +159,90 @@ def _observed_rows(llm: Any) -> list[int] | None:
     return rows or None
 
 
+# --- timing the drafter ------------------------------------------------------------------------
+
+TIMER_ATTRIBUTE = "_dflash_tools_draft_timer"
+
+
+def install_draft_timer(worker: Any) -> str | None:
+    """Runs in each vLLM worker (`LLM.collective_rpc`): time every call of the drafter's `propose`.
+
+    The V1 runner keeps its proposer as `model_runner.drafter`, the V2 runner its speculator as
+    `model_runner.speculator`; both draft through `propose`. On a CPU the call is synchronous and
+    wall time is the drafting time; on a GPU the call only enqueues work, so CUDA events recorded
+    around it on the current stream are read at the end (no synchronization during the run).
+    The K sweep's prediction needs this split of a step into drafting and the rest.
+    """
+    import time
+
+    runner = getattr(worker, "model_runner", None)
+    owner = next(
+        (
+            obj
+            for obj in (getattr(runner, "drafter", None), getattr(runner, "speculator", None))
+            if callable(getattr(obj, "propose", None))
+        ),
+        None,
+    )
+    if owner is None:
+        return None
+    original = owner.propose
+    import torch
+
+    cuda = torch.cuda.is_available()
+    state: dict[str, Any] = {"seconds": 0.0, "calls": 0, "events": []}
+
+    def timed(*args: Any, **kwargs: Any) -> Any:
+        state["calls"] += 1
+        if cuda:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            out = original(*args, **kwargs)
+            end.record()
+            state["events"].append((start, end))
+            return out
+        started = time.perf_counter()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            state["seconds"] += time.perf_counter() - started
+
+    owner.propose = timed
+    setattr(worker, TIMER_ATTRIBUTE, state)
+    return f"{type(owner).__name__}.propose"
+
+
+def read_draft_timer(worker: Any) -> dict[str, Any] | None:
+    state = getattr(worker, TIMER_ATTRIBUTE, None)
+    if state is None:
+        return None
+    seconds = state["seconds"]
+    if state["events"]:
+        import torch
+
+        torch.cuda.synchronize()
+        seconds += sum(start.elapsed_time(end) for start, end in state["events"]) / 1000.0
+    return {"seconds": seconds, "calls": state["calls"]}
+
+
+def _install_timer(llm: Any) -> str | None:
+    try:
+        installed = [name for name in llm.collective_rpc(install_draft_timer) if name]
+    except Exception as exc:  # a measurement that cannot be made is reported, never fatal
+        progress(f"cannot time the drafter ({type(exc).__name__}: {exc})")
+        return None
+    return installed[0] if installed else None
+
+
+def _draft_seconds(llm: Any) -> float | None:
+    """Drafting time of the busiest worker (tensor-parallel ranks draft at the same time)."""
+    try:
+        per_worker = [t for t in llm.collective_rpc(read_draft_timer) if t]
+    except Exception:
+        return None
+    return max((t["seconds"] for t in per_worker), default=None)
+
+
 # --- running vLLM ----------------------------------------------------------------------------
 
 
@@ -259,16 +344,99 @@ def _engine_kwargs(request: contract.SmokeRequest) -> dict[str, Any]:
     return kwargs
 
 
-def _generate(llm: Any, prompts: list[Any], request: contract.SmokeRequest) -> tuple[list[list[int]], list[str], float]:
+@dataclass
+class Generated:
+    outputs: list[list[int]]
+    texts: list[str]
+    elapsed: float
+    prompt_token_ids: list[list[int]]
+
+
+def _generate(
+    llm: Any, prompts: list[Any], request: contract.SmokeRequest, max_tokens: int | list[int] | None = None
+) -> Generated:
+    """Greedy generation; `max_tokens` per prompt when a list (default: the request's)."""
     from vllm import SamplingParams
 
-    params = SamplingParams(temperature=0.0, max_tokens=request["max_tokens"], seed=request["seed"])
+    limits = max_tokens if isinstance(max_tokens, list) else [max_tokens or request["max_tokens"]] * len(prompts)
+    params = [SamplingParams(temperature=0.0, max_tokens=limit, seed=request["seed"]) for limit in limits]
     started = time.perf_counter()
     outputs = llm.generate(prompts, params, use_tqdm=False)
     elapsed = time.perf_counter() - started
-    token_ids = [list(output.outputs[0].token_ids) for output in outputs]
-    texts = [output.outputs[0].text for output in outputs]
-    return token_ids, texts, elapsed
+    return Generated(
+        outputs=[list(output.outputs[0].token_ids) for output in outputs],
+        texts=[output.outputs[0].text for output in outputs],
+        elapsed=elapsed,
+        prompt_token_ids=[list(output.prompt_token_ids or []) for output in outputs],
+    )
+
+
+# --- prefix caching ------------------------------------------------------------------------------
+
+
+def _prefix_caching_enabled(llm: Any, kwargs: dict[str, Any]) -> bool:
+    try:
+        return bool(llm.llm_engine.vllm_config.cache_config.enable_prefix_caching)
+    except AttributeError:
+        return bool(kwargs.get("enable_prefix_caching", True))
+
+
+def continuation_prompts(first: Generated) -> tuple[list[dict[str, list[int]]], list[int], list[int]]:
+    """Each prompt extended by the first half of its output: the prompts of the second pass, the
+    tokens taken from each output, and how many tokens each must generate to end where it did."""
+    prefix = [len(output) // 2 for output in first.outputs]
+    prompts = [
+        {"prompt_token_ids": ids + output[:n]}
+        for ids, output, n in zip(first.prompt_token_ids, first.outputs, prefix, strict=True)
+    ]
+    remaining = [max(1, len(output) - n) for output, n in zip(first.outputs, prefix, strict=True)]
+    return prompts, prefix, remaining
+
+
+def _continuation_pass(
+    llm: Any, request: contract.SmokeRequest, prompts: list[dict[str, list[int]]], remaining: list[int]
+) -> dict[str, Any]:
+    """The continuations, with vLLM's prefix-cache counters and the speculative-decoding counters
+    over this pass: a draft whose cached context is wrong proposes worse tokens without changing
+    the output, so the acceptance is compared too."""
+    metrics = llm.get_metrics()
+    before, spec_before = prefix_cache_counters(metrics), counters_from_metrics(metrics) or ZERO
+    second = _generate(llm, list(prompts), request, remaining)
+    metrics = llm.get_metrics()
+    after, spec_after = prefix_cache_counters(metrics), counters_from_metrics(metrics)
+    hits = queries = None
+    if before is not None and after is not None:
+        queries, hits = after[0] - before[0], after[1] - before[1]
+    spec = spec_after.minus(spec_before) if spec_after is not None else None
+    return {
+        "continuation_outputs": second.outputs,
+        "prefix_cache_hits": hits,
+        "prefix_cache_queries": queries,
+        "continuation_num_drafts": spec.num_drafts if spec else None,
+        "continuation_accepted_per_position": list(spec.accepted_per_position) if spec else None,
+    }
+
+
+def _other_engine_passes(
+    request: contract.SmokeRequest,
+    kwargs: dict[str, Any],
+    speculative: dict[str, Any],
+    prompts: list[Any],
+    enable: bool,
+    continuation: list[dict[str, list[int]]],
+    remaining: list[int],
+) -> dict[str, Any]:
+    """Both passes again in an engine with prefix caching `enable`."""
+    from vllm import LLM
+
+    progress(f"prefix caching {'on' if enable else 'off'}: loading the engine again")
+    llm = LLM(model=request["target"], speculative_config=speculative, **{**kwargs, "enable_prefix_caching": enable})
+    try:
+        first = _generate(llm, prompts, request)
+        passes = _continuation_pass(llm, request, continuation, remaining)
+        return {"enable_prefix_caching": _prefix_caching_enabled(llm, kwargs), "outputs": first.outputs, **passes}
+    finally:
+        _shutdown(llm)
 
 
 def run_request(request: contract.SmokeRequest, *, work_dir: Path | None = None) -> contract.SmokeResult:
@@ -287,10 +455,9 @@ def _run(request: contract.SmokeRequest, work: Path, details: dict[str, Any]) ->
         details["overlay"] = overlay
         details["draft_config_overrides"] = request.get("draft_config_overrides")
     on_cpu = (request["device"] or "").startswith("cpu")
-    if on_cpu:
-        # collective_rpc sends our observer function (by reference to this module) to vLLM's own
-        # local worker processes; vLLM only unpickles functions with this set.
-        os.environ.setdefault(INSECURE_SERIALIZATION_ENV, "1")
+    # collective_rpc sends our observer and timer functions (by reference to this module) to
+    # vLLM's own local worker processes; vLLM only unpickles functions with this set.
+    os.environ.setdefault(INSECURE_SERIALIZATION_ENV, "1")
     progress("importing vLLM")
     import vllm
     from vllm import LLM
@@ -324,14 +491,20 @@ def _run(request: contract.SmokeRequest, work: Path, details: dict[str, Any]) ->
     if any(observers):
         details["drafter"] = next(o for o in observers if o)
 
+    timer = _install_timer(llm)
+    if timer:
+        details["draft_timer"] = timer
+
     prompts = _prompts(llm, request)
     before = counters_from_metrics(llm.get_metrics()) or ZERO
     progress(f"generating {len(prompts)} prompt(s), {request['max_tokens']} tokens each, with speculation")
-    outputs, texts, elapsed = _generate(llm, prompts, request)
+    first = _generate(llm, prompts, request)
+    outputs, texts, elapsed = first.outputs, first.texts, first.elapsed
     after = counters_from_metrics(llm.get_metrics())
     if after is None:
         raise EngineFailure("vLLM reported no speculative-decoding counters: speculation did not run")
     counters = after.minus(before)
+    draft_time = _draft_seconds(llm) if timer else None
     if any(observers):
         rows = _observed_rows(llm)
         if rows:
@@ -341,7 +514,32 @@ def _run(request: contract.SmokeRequest, work: Path, details: dict[str, Any]) ->
                 "values": sorted(set(rows)),
             }
             observed = sorted(set(rows))
+    prefix: dict[str, Any] | None = None
+    continuation, prefix_tokens, remaining = continuation_prompts(first)
+    if request.get("prefix_caching_check"):
+        progress("prefix caching: generating the continuations in the same engine")
+        try:
+            prefix = {
+                "measured": {
+                    "enable_prefix_caching": _prefix_caching_enabled(llm, kwargs),
+                    "outputs": outputs,
+                    **_continuation_pass(llm, request, continuation, remaining),
+                },
+                "continuation_prefix_tokens": prefix_tokens,
+            }
+        except Exception as exc:
+            prefix = {"error": f"the continuation pass failed: {engine_error_line(exc)}"}
     _shutdown(llm)
+    if prefix is not None and "error" not in prefix:
+        enable = not prefix["measured"]["enable_prefix_caching"]
+        try:
+            prefix["other"] = _other_engine_passes(
+                request, kwargs, speculative, prompts, enable, continuation, remaining
+            )
+        except Exception as exc:
+            prefix = {
+                "error": f"the engine with prefix caching {'on' if enable else 'off'} failed: {engine_error_line(exc)}"
+            }
 
     output_tokens = sum(len(ids) for ids in outputs)
     result: contract.SmokeResult = {
@@ -360,11 +558,15 @@ def _run(request: contract.SmokeRequest, work: Path, details: dict[str, Any]) ->
         "log_path": None,
         "output_texts": texts,
         "engine_details": details,
+        "draft_time_s": draft_time,
     }
+    if prefix is not None:
+        result["prefix_caching"] = prefix
     if request["baseline"]:
         progress(f"loading {request['target']} alone (baseline)")
         baseline_llm = LLM(model=request["target"], **kwargs)
-        baseline_outputs, _, baseline_elapsed = _generate(baseline_llm, _prompts(baseline_llm, request), request)
+        alone = _generate(baseline_llm, _prompts(baseline_llm, request), request)
+        baseline_outputs, baseline_elapsed = alone.outputs, alone.elapsed
         _shutdown(baseline_llm)
         baseline_tokens = sum(len(ids) for ids in baseline_outputs)
         result["baseline"] = {
