@@ -7,6 +7,7 @@ changes meaning; new codes may be added.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -103,6 +104,19 @@ class Finding:
         if self.file is not None:
             out["file"] = self.file
         return out
+
+
+def brief_list(values: Sequence[Any], shown: int = 12) -> str:
+    """A list as a message quotes it: whole when short, else its first and last entries and its length.
+
+    A config may carry a million layer ids; a message (and the terminal) gets a line, and the
+    whole list stays in the finding's `values`.
+    """
+    if len(values) <= shown:
+        return "[" + ", ".join(repr(v) for v in values) + "]"
+    head = ", ".join(repr(v) for v in values[: shown - 2])
+    tail = ", ".join(repr(v) for v in values[-2:])
+    return f"[{head}, ..., {tail}] ({len(values):,} entries)"
 
 
 def _strict_json(value: Any, depth: int = 0) -> Any:

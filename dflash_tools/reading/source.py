@@ -86,30 +86,19 @@ def load_checkpoint(
     )
 
 
-# Hub failures that leave open whether `owner/name` was meant as a local path: the repo does not
-# exist, or the Hub cannot be asked. Gated repos, bad revisions and HTTP 4xx/5xx answers are about
-# a repo that is there, and keep the Hub's own message.
-_AMBIGUOUS_HUB_FAILURES = (
-    "RepositoryNotFoundError",
-    "LocalEntryNotFoundError",
-    "OfflineModeIsEnabled",
-    "ConnectError",
-    "ConnectTimeout",
-    "ReadTimeout",
-    "TimeoutException",
-    "TransportError",
-    "ConnectionError",
-    "TimeoutError",
-)
-
-
 def _neither_local_nor_hub(source: str, revision: str | None, exc: SourceError) -> SourceError:
     """`checkpoints/my-draft` is shaped like a repo id: when it is neither a local folder nor a
-    readable Hub repo, say both, and point at the local folder when its parent exists."""
-    cause = exc.__cause__
-    names = {cls.__name__ for cls in type(cause).__mro__} if cause is not None else set()
+    readable Hub repo, say both, and point at the local folder when its parent exists.
+
+    Only when the Hub failure leaves open whether the repo exists (it does not, or the Hub could
+    not be asked, or offline with nothing cached). A gated repo, a bad revision, an HTTP error
+    on a file or a malformed answer are about a repo that is there, and keep their own message.
+    """
+    from dflash_tools.reading.hub.errors import HubSourceError
+
+    absent = isinstance(exc, HubSourceError) and exc.repo_may_be_absent
     not_cached = is_offline() and "not in the local Hugging Face cache" in exc.message
-    if revision is not None or source.startswith("hf://") or not (names & set(_AMBIGUOUS_HUB_FAILURES) or not_cached):
+    if revision is not None or source.startswith("hf://") or not (absent or not_cached):
         return exc
     reason = exc.message.split(": ", 1)[-1]
     message = f"{source}: no local folder {source}, and no Hub repo of that name ({reason})"

@@ -197,11 +197,16 @@ def test_revision_passed_through(hub: HubServer) -> None:
     assert set(loaded.tensors) == {name for name, _, _ in TENSORS_B}
     paths = hub.paths()
     assert paths[0] == f"/api/models/{REPO}/revision/v2"
-    # JSON files go through hf_hub_download under the revision's name (so the cache records
-    # v2 -> sha); header ranges are pinned to the commit the revision resolved to.
-    assert f"/{REPO}/resolve/v2/config.json" in paths
-    headers = [p for p in paths if p.endswith(".safetensors")]
-    assert headers and all(f"/resolve/{v2_sha}/" in p for p in headers)
+    # Every file is read from the commit the revision resolved to: a push in between cannot mix
+    # two commits into one report.
+    assert paths[1:] == [f"/{REPO}/resolve/{v2_sha}/config.json", f"/{REPO}/resolve/{v2_sha}/model.safetensors"]
+
+
+def test_online_reads_write_nothing_into_the_cache(hub: HubServer) -> None:
+    hub.add_repo(REPO, sharded_files())
+    load()
+    load_hub_config(REPO, revision=None, token=None, timeout=5)
+    assert not Path(constants.HF_HUB_CACHE).exists()
 
 
 @pytest.mark.parametrize("shards", [1, 3])
@@ -450,7 +455,7 @@ def test_unwritable_cache_still_works_and_writes_nothing(
     assert loaded.config == CONFIG
     assert loaded.findings == []
     assert blocker.read_text() == "x"
-    # hf_hub_download gave up on the cache; the config came from a plain GET instead.
+    # The config is one GET into memory: the cache is never written, so it need not be writable.
     config_gets = [r for r in hub.requests if r.method == "GET" and r.path.endswith("config.json")]
     assert len(config_gets) == 1
 
@@ -583,8 +588,8 @@ def test_load_hub_config_errors(hub: HubServer, monkeypatch: pytest.MonkeyPatch)
         load_hub_config("org/missing", revision=None, token=None, timeout=5)
     with pytest.raises(SourceError, match="revision 'nope' does not exist"):
         load_hub_config("org/good", revision="nope", token=None, timeout=5)
-    # Offline: the cached copy works, anything else is a SourceError naming the repo.
-    load_hub_config("org/good", revision=None, token=None, timeout=5)
+    # Offline: a copy the user downloaded works, anything else is a SourceError naming the repo.
+    cache_files(["config.json"], repo="org/good")
     go_offline(monkeypatch)
     config, _ = load_hub_config("org/good", revision=None, token=None, timeout=5)
     assert config == CONFIG
@@ -597,7 +602,7 @@ def test_load_hub_config_errors(hub: HubServer, monkeypatch: pytest.MonkeyPatch)
 
 def test_load_hub_config_unreachable(hub: HubServer) -> None:
     hub.add_repo("org/good", {"config.json": config_bytes()})
-    load_hub_config("org/good", revision=None, token=None, timeout=5)  # now cached
+    cache_files(["config.json"], repo="org/good")
     hub.stop()
     started = time.monotonic()
     config, _ = load_hub_config("org/good", revision=None, token=None, timeout=5)
