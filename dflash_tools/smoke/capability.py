@@ -180,7 +180,6 @@ def detect_vllm(environ: dict[str, str] | os._Environ[str] | None = None) -> Vll
     if reader.problems:
         # Fingerprints of files that cannot be read prove nothing: say so rather than guess.
         capability.unreadable = "; ".join(f"{path}: {why}" for path, why in sorted(reader.problems.items())[:3])
-        )
         capability.support = "unsupported"
         capability.reason = f"vLLM's source files cannot be read ({capability.unreadable})"
     return capability
