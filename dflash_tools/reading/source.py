@@ -96,12 +96,17 @@ def _neither_local_nor_hub(source: str, revision: str | None, exc: SourceError) 
     """
     from dflash_tools.reading.hub.errors import HubSourceError
 
-    absent = isinstance(exc, HubSourceError) and exc.repo_may_be_absent
+    absence = exc.absence if isinstance(exc, HubSourceError) else ""
     not_cached = is_offline() and "not in the local Hugging Face cache" in exc.message
-    if revision is not None or source.startswith("hf://") or not (absent or not_cached):
+    if revision is not None or source.startswith("hf://") or not (absence or not_cached):
         return exc
     reason = exc.message.split(": ", 1)[-1]
-    message = f"{source}: no local folder {source}, and no Hub repo of that name ({reason})"
+    if absence == "missing":
+        message = f"{source}: no local folder {source}, and no Hub repo of that name ({reason})"
+    else:
+        message = (
+            f"{source}: no local folder {source}, and the Hub could not be asked about a repo of that name ({reason})"
+        )
     parent = Path(source).expanduser().parent
     if parent != Path() and parent.is_dir():
         try:

@@ -4,10 +4,10 @@ Each failure says what the server did: an HTTP status (401, 403, 404, 429, 5xx) 
 file, an answer that did not arrive within --timeout, one larger than its cap, one that is not
 what the Hub sends ("the server sent a malformed answer"), or no connection at all.
 
-`HubSourceError.repo_may_be_absent` tells `reading.source` whether the failure leaves open that
-`owner/name` was meant as a local path: only a missing repo, or a Hub that could not be asked
-about the repo at all. Once the repo info has arrived the repo exists, and nothing that goes
-wrong afterwards is reported as "no Hub repo of that name".
+`HubSourceError.absence` tells `reading.source` whether the failure leaves open that
+`owner/name` was meant as a local path: "missing" (the Hub says there is no such repo) or
+"unreachable" (the Hub could not be asked about it at all). Once the repo info has arrived the
+repo exists, and nothing that goes wrong afterwards is reported as "no Hub repo of that name".
 """
 
 from __future__ import annotations
@@ -53,11 +53,11 @@ MALFORMED_HINT = "check HF_ENDPOINT (a proxy or mirror may be answering in the H
 
 
 class HubSourceError(SourceError):
-    """A SourceError from the Hub; `repo_may_be_absent`: the repo may not exist (or could not be asked)."""
+    """A SourceError from the Hub; `absence`: "missing" or "unreachable" when the repo may not exist."""
 
-    def __init__(self, message: str, hint: str = "", *, repo_may_be_absent: bool = False) -> None:
+    def __init__(self, message: str, hint: str = "", *, absence: str = "") -> None:
         super().__init__(message, hint)
-        self.repo_may_be_absent = repo_may_be_absent
+        self.absence = absence
 
 
 @contextmanager
@@ -94,15 +94,15 @@ def to_source_error(
     repo, label, endpoint = hub.repo_id, hub.label, constants.ENDPOINT
     subject = repo if listing else label
 
-    def error(message: str, hint: str, *, absent: bool = False) -> HubSourceError:
-        return HubSourceError(message, hint, repo_may_be_absent=absent and not repo_known)
+    def error(message: str, hint: str, *, absence: str = "") -> HubSourceError:
+        return HubSourceError(message, hint, absence="" if repo_known else absence)
 
     if isinstance(exc, HubTimeout):
         arrived = f", {exc.received} bytes had arrived" if exc.received else ""
         return error(
             f"{subject}: the Hub did not answer within {exc.seconds:g}s for {what} ({exc.phase}{arrived})",
             NETWORK_HINT,
-            absent=True,
+            absence="unreachable",
         )
     if isinstance(exc, HubTooLarge):
         size = f" ({exc.size:,} bytes)" if exc.size else ""
@@ -128,7 +128,7 @@ def to_source_error(
         return error(
             f"{subject}: cannot connect to {endpoint} for {what} ({type(exc.cause).__name__})",
             NETWORK_HINT,
-            absent=True,
+            absence="unreachable",
         )
     if isinstance(exc, GatedRepoError):
         return error(
@@ -143,7 +143,7 @@ def to_source_error(
         return error(
             f"{repo}: no such model repo on {endpoint} (or it is private and the token in use cannot see it)",
             "check the repo id; for a private repo log in with `hf auth login` or pass --token",
-            absent=True,
+            absence="missing",
         )
     if isinstance(exc, RevisionNotFoundError):
         if repo_known:
@@ -161,7 +161,7 @@ def to_source_error(
             return error(
                 f"{label}: HF_HUB_OFFLINE is set and {what} is not in the local Hugging Face cache",
                 offline_hint(hub),
-                absent=True,
+                absence="unreachable",
             )
         return error(f"{label}: cannot reach {endpoint} for {what}, and it is not in the local cache", NETWORK_HINT)
     if isinstance(exc, EntryNotFoundError):
@@ -169,10 +169,14 @@ def to_source_error(
     if isinstance(exc, HfHubHTTPError):
         return _http_error(exc, subject, what)
     if isinstance(exc, TimeoutError):
-        return error(f"{subject}: the Hub did not answer within {hub.timeout:g}s for {what}", NETWORK_HINT, absent=True)
+        return error(
+            f"{subject}: the Hub did not answer within {hub.timeout:g}s for {what}", NETWORK_HINT, absence="unreachable"
+        )
     if isinstance(exc, ConnectionError):
         return error(
-            f"{subject}: cannot connect to {endpoint} for {what} ({type(exc).__name__})", NETWORK_HINT, absent=True
+            f"{subject}: cannot connect to {endpoint} for {what} ({type(exc).__name__})",
+            NETWORK_HINT,
+            absence="unreachable",
         )
     return error(
         f"{subject}: the Hub request for {what} failed: {one_line(str(exc)) or type(exc).__name__}",

@@ -272,17 +272,21 @@ def request(
         raise OfflineModeIsEnabled(f"Cannot reach {url}: offline mode is enabled (HF_HUB_OFFLINE)")
     backoff = BACKOFF_FIRST
     attempt = 0
+    refused: Answer | None = None  # the last "try again" answer: the cause, should a retry time out
     while True:
         attempt += 1
         try:
             answer = _attempt(url, what, headers, deadline, limit, params, cut, skip)
-        except (HubUnreachable, HubIncomplete):
+        except (HubUnreachable, HubIncomplete, HubTimeout):
+            if refused is not None:
+                return _checked(refused, accept)
             if attempt > MAX_RETRIES or backoff >= deadline.remaining():
                 raise
             wait = backoff
         else:
             if answer.status not in RETRY_STATUSES or answer.status in accept or attempt > MAX_RETRIES:
                 return _checked(answer, accept)
+            refused = answer
             asked = retry_after(answer.headers)
             wait = asked if asked is not None else backoff
             if wait >= deadline.remaining():
