@@ -104,9 +104,13 @@ def _download_snapshot(loaded: LoadedCheckpoint, token: str | None, timeout: flo
             raise to_source_error(exc, hub, name, repo_known=True) from exc
         except ValueError as exc:
             # huggingface_hub refuses a commit header that would place the file outside its snapshot.
+            detail = (
+                "an X-Repo-Commit header that would place the file outside its snapshot"
+                if "pointer path" in str(exc)
+                else one_line(str(exc), 160)
+            )
             raise HubSourceError(
-                f"{loaded.location}: the server sent a malformed answer for {name}: {one_line(str(exc), 160)}",
-                MALFORMED_HINT,
+                f"{loaded.location}: the server sent a malformed answer for {name}: {detail}", MALFORMED_HINT
             ) from None
 
     with ThreadPoolExecutor(max_workers=min(DOWNLOAD_WORKERS, len(names))) as pool:

@@ -111,6 +111,8 @@ def _mib(limit: int) -> str:
 
 
 def format_seconds(value: float) -> str:
+    if value >= 2 * 86400:
+        return f"{value:.0f} s ({value / 86400:.0f} days)"
     if value >= 3600:
         return f"{value:.0f} s ({value / 3600:.1f} h)"
     return f"{value:.0f} s" if value >= 10 else f"{value:g} s"
