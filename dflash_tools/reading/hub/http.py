@@ -37,7 +37,7 @@ from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 import httpx2
-from huggingface_hub.errors import OfflineModeIsEnabled
+from huggingface_hub.errors import HfHubHTTPError, OfflineModeIsEnabled
 from huggingface_hub.utils import hf_raise_for_status
 
 # Retries after the first attempt, for answers that say "try again" and for broken connections.
@@ -281,33 +281,41 @@ def request(
             answer = _attempt(url, what, headers, deadline, limit, params, cut, skip)
         except (HubUnreachable, HubIncomplete, HubTimeout):
             if refused is not None:
-                return _checked(refused, accept)
+                return _checked(refused, accept, what)
             if attempt > MAX_RETRIES or backoff >= deadline.remaining():
                 raise
             wait = backoff
         else:
             if answer.status not in RETRY_STATUSES or answer.status in accept or attempt > MAX_RETRIES:
-                return _checked(answer, accept)
+                return _checked(answer, accept, what)
             refused = answer
             asked = retry_after(answer.headers)
             wait = asked if asked is not None else backoff
             if wait >= deadline.remaining():
                 if asked is not None:
                     raise HubRateLimited(what, answer.status, asked, deadline.seconds)
-                return _checked(answer, accept)
+                return _checked(answer, accept, what)
         time.sleep(wait)
         backoff = min(backoff * 2, BACKOFF_CAP)
 
 
-def _checked(answer: Answer, accept: frozenset[int]) -> Answer:
+def _checked(answer: Answer, accept: frozenset[int], what: str) -> Answer:
+    """Raise huggingface_hub's error for an error answer (its class says RepoNotFound, Gated, ...)."""
     if answer.status >= 400 and answer.status not in accept:
+        body = answer.body
+        try:
+            body.decode("utf-8")
+        except UnicodeDecodeError:
+            body = b""  # huggingface_hub reads an error body as JSON text and fails on other bytes
         response = httpx2.Response(
-            answer.status,
-            headers=answer.headers,
-            content=answer.body,
-            request=httpx2.Request("GET", answer.url),
+            answer.status, headers=answer.headers, content=body, request=httpx2.Request("GET", answer.url)
         )
-        hf_raise_for_status(response)
+        try:
+            hf_raise_for_status(response)
+        except HfHubHTTPError:
+            raise
+        except Exception as exc:  # its parsing of an error answer broke: the answer is the problem
+            raise HubMalformed(what, f"HTTP {answer.status} with an error answer that cannot be read ({exc})") from None
     return answer
 
 
