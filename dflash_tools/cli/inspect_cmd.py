@@ -338,7 +338,8 @@ def render_report(
         print_line(console, "findings", style="bold")
         print_findings(console, [f.to_dict() for f in report.findings], fixes)
     if report.omitted:
-        shown = ", ".join(f"{count:,} {severity}" for severity, count in report.omitted.items())
+        names = {"error": "errors", "warning": "warnings", "info": "notes"}
+        shown = ", ".join(f"{count:,} {names.get(severity, severity)}" for severity, count in report.omitted.items())
         print_line(
             console,
             f"... and {sum(report.omitted.values()):,} more findings not shown ({shown}); "

@@ -127,6 +127,8 @@ def _strict_json(value: Any, depth: int = 0) -> Any:
     """
     if isinstance(value, float) and not math.isfinite(value):
         return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, list | tuple) and set(map(type, value)) <= _PLAIN:
+        return list(value)  # a million layer ids: nothing to change, checked at C speed
     if isinstance(value, dict | list | tuple):
         if depth >= _MAX_VALUE_DEPTH:
             return f"<{type(value).__name__} nested deeper than {_MAX_VALUE_DEPTH} levels>"
@@ -137,6 +139,7 @@ def _strict_json(value: Any, depth: int = 0) -> Any:
 
 
 _MAX_VALUE_DEPTH = 32
+_PLAIN = frozenset({int, str, bool, type(None)})
 
 
 def make_finding(

@@ -17,6 +17,7 @@ import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import compress
 from typing import Any
 
 from dflash_tools.draft.findings import Finding, make_finding
@@ -97,12 +98,11 @@ def depth_and_path(value: Any) -> tuple[int, str]:
     stack: list[Iterator[Any]] = [_children(value)]
     while stack:
         for child in stack[-1]:
-            if isinstance(child, dict | list):
-                if len(stack) + 1 > deepest:
-                    deepest = len(stack) + 1
-                if len(stack) <= MAX_CONFIG_DEPTH:  # deep enough to report; no need to go further down
-                    stack.append(_children(child))
-                    break
+            if len(stack) + 1 > deepest:
+                deepest = len(stack) + 1
+            if len(stack) <= MAX_CONFIG_DEPTH:  # deep enough to report; no need to go further down
+                stack.append(_children(child))
+                break
         else:
             stack.pop()
     if deepest <= MAX_CONFIG_DEPTH:
@@ -110,8 +110,13 @@ def depth_and_path(value: Any) -> tuple[int, str]:
     return deepest, _top_path(_deep_path(value))
 
 
+_CONTAINERS = frozenset({dict, list})
+
+
 def _children(node: dict[str, Any] | list[Any]) -> Iterator[Any]:
-    return iter(node.values() if isinstance(node, dict) else node)
+    """The container children of a parsed JSON node, selected at C speed (json gives exact types)."""
+    values = list(node.values()) if isinstance(node, dict) else node
+    return compress(values, map(_CONTAINERS.__contains__, map(type, values)))
 
 
 def _deep_path(value: Any) -> str:

@@ -124,6 +124,12 @@ def to_source_error(
             f"{subject}: the Hub sent an incomplete response for {what} ({one_line(exc.detail)})",
             "retry; if it persists, a proxy may be cutting responses short",
         )
+    if isinstance(exc, HubUnreachable) and "disconnected" in str(exc.cause).lower():
+        return error(
+            f"{subject}: the server at {endpoint} closed the connection without answering for {what}",
+            NETWORK_HINT,
+            absence="unreachable",
+        )
     if isinstance(exc, HubUnreachable):
         return error(
             f"{subject}: cannot connect to {endpoint} for {what} ({type(exc.cause).__name__})",
