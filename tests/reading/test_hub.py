@@ -713,3 +713,47 @@ def test_cli_audit_of_an_author(hub: HubServer) -> None:
     assert "DFT010" in {f["code"] for f in broken["findings"]}
     table = CliRunner().invoke(app, ["inspect", "--author", "z-lab", "--search", "DFlash"])
     assert "3 source(s), 1 with errors or unreadable" in table.stdout
+
+
+# --------------------------------------------------------------------------------------------
+# The I/O policy: honest retries, one deadline per request
+# --------------------------------------------------------------------------------------------
+
+
+def test_retries_are_bounded_capped_and_quiet(hub: HubServer, capfd: pytest.CaptureFixture[str]) -> None:
+    hub.add_repo(REPO, {"config.json": config_bytes(), "model.safetensors": safetensors_bytes(TENSORS_A)})
+    hub.fail["/config.json"] = (503, "busy")
+    started = time.monotonic()
+    with pytest.raises(SourceError) as info:
+        load(timeout=10)
+    # Three attempts (two retries), 0.5 s then 1 s apart: not huggingface_hub's five, 1 + 2 + 4 + 8 s.
+    assert len([p for p in hub.paths() if p.endswith("/config.json")]) == 3
+    assert time.monotonic() - started < 4
+    assert info.value.message == f"{REPO}@main: the Hub failed with HTTP 503 for config.json: busy"
+    assert capfd.readouterr().err == ""  # no library logs its retries
+
+
+def test_retry_after_is_honoured_within_the_deadline_only(hub: HubServer) -> None:
+    hub.add_repo(REPO, {"config.json": config_bytes(), "model.safetensors": safetensors_bytes(TENSORS_A)})
+    hub.fail["/config.json"] = (429, "slow down")
+    hub.fail_headers["/config.json"] = {"Retry-After": "1"}
+    hub.fail_times["/config.json"] = 1
+    started = time.monotonic()
+    assert load(timeout=3).config == CONFIG  # waited the second it was asked to, then read it
+    assert 1 <= time.monotonic() - started < 3
+    hub.fail_times["/config.json"] = 1
+    started = time.monotonic()
+    with pytest.raises(SourceError) as info:
+        load(timeout=0.5)  # the wait does not fit: no wait, and the message says what was asked
+    assert time.monotonic() - started < 0.5
+    assert "asked to wait 1 s, longer than --timeout 0.5s allows" in info.value.message
+
+
+def test_a_dripped_answer_ends_at_the_deadline(hub: HubServer) -> None:
+    hub.add_repo(REPO, {"config.json": config_bytes(), "model.safetensors": safetensors_bytes(TENSORS_A)})
+    hub.drip["/config.json"] = 0.05  # every byte well within any read timeout: only a deadline ends it
+    started = time.monotonic()
+    with pytest.raises(SourceError) as info:
+        load(timeout=1)
+    assert time.monotonic() - started < 2.5  # the repo info, then one second for config.json
+    assert "did not answer within 1s for config.json" in info.value.message
