@@ -73,8 +73,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="10,000 and 100,000 entries (CI)")
     parser.add_argument("--check", action="store_true", help=f"exit 1 when a ratio is above {MAX_RATIO:g}")
+    parser.add_argument("--sizes", type=int, nargs=2, metavar=("SMALL", "LARGE"), help="entries to compare")
     args = parser.parse_args(argv)
-    small, large = (10_000, 100_000) if args.quick else (100_000, 1_000_000)
+    small, large = args.sizes or ((10_000, 100_000) if args.quick else (100_000, 1_000_000))
     failed = []
     print(f"| list | {small:,} entries | {large:,} entries | ratio (linear ~10) | findings at {large:,} |")
     print("|---|---:|---:|---:|---:|")

@@ -107,6 +107,7 @@ class HubServer:
         # Hostile switches, each keyed by a substring of the request path (the first that matches).
         self.fail_times: dict[str, int] = {}  # `fail` applies this many times, then the real answer
         self.fail_headers: dict[str, dict[str, str]] = {}  # extra headers on a `fail` answer (Retry-After)
+        self.fail_body: dict[str, bytes] = {}  # the body of a `fail` answer, in place of its JSON
         self.drip: dict[str, float] = {}  # the whole answer one byte at a time, this many seconds apart
         self.stall_body: dict[str, float] = {}  # status and headers, then this long before the body
         self.lie_length: dict[str, int] = {}  # claim this Content-Length, send the real body, hang up
@@ -314,8 +315,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _json(self, status: int, payload: Any, send_body: bool, headers: dict[str, str] | None = None) -> None:
         body = json.dumps(payload).encode()
-        if status == 200:
-            body = self._switch(self.hub.replace_body, body)
+        body = self._switch(self.hub.replace_body if status == 200 else self.hub.fail_body, body)
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(self._switch(self.hub.lie_length, len(body))))

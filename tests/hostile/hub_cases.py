@@ -101,9 +101,8 @@ def _repo(repo_id: str, files: Callable[[], dict[str, bytes]]) -> Callable[[HubS
 
 def _many_shards(count: int) -> dict[str, bytes]:
     files = draft_files()
-    shard = safetensors_bytes([("extra.weight", "BF16", (1,))])
     names = [f"extra-{i:05d}-of-{count:05d}.safetensors" for i in range(count)]
-    files.update(dict.fromkeys(names, shard))
+    files.update({name: safetensors_bytes([(f"extra.{i}.weight", "BF16", (1,))]) for i, name in enumerate(names)})
     return index_naming(files, {f"extra.{i}.weight": name for i, name in enumerate(names)})
 
 
@@ -229,6 +228,14 @@ CASES: list[Case] = [
     Case("500 on config.json, every time", INSPECT, 2, ("HTTP 500", "config.json"), 2, _fail(CONFIG, 500, "oops")),
     Case("503 on the index, every time", INSPECT, 2, ("HTTP 503", INDEX), 3, _fail(INDEX, 503, "busy")),
     Case("503 on one header range, every time", INSPECT, 2, ("HTTP 503", SHARDS[0]), 4, _fail(SHARDS[0], 503, "busy")),
+    Case(
+        "403 whose error body is not UTF-8",
+        INSPECT,
+        2,
+        ("forbidden (HTTP 403)", "config.json"),
+        2,
+        lambda hub: (hub.fail.update({CONFIG: (403, "Forbidden")}), hub.fail_body.update({CONFIG: b"\xb8 not UTF-8"})),
+    ),
     Case(
         "403 with a 10 MB error body",
         INSPECT,
