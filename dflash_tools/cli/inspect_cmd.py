@@ -127,7 +127,7 @@ def inspect_command(
         if author or search:
             from dflash_tools.reading.hub import list_hub_models
 
-            names += list_hub_models(author, search, token=token, limit=limit)
+            names += list_hub_models(author, search, token=token, limit=limit, timeout=timeout)
             if not names:
                 raise UsageError(
                     f"no Hub models match author={author!r} search={search!r}",

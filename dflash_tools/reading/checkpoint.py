@@ -70,6 +70,23 @@ def path_exists(path: Path) -> bool:
         return False
 
 
+_REPO_ID = re.compile(r"^(hf://)?[A-Za-z0-9][A-Za-z0-9_.\-]*/[A-Za-z0-9][A-Za-z0-9_.\-]*$")
+
+
+def looks_like_repo_id(source: str) -> bool:
+    if not _REPO_ID.match(source):
+        return False
+    # The Hub's own rules (length, "--", "..", trailing "."): huggingface_hub raises on the rest.
+    from huggingface_hub.errors import HFValidationError
+    from huggingface_hub.utils import validate_repo_id
+
+    try:
+        validate_repo_id(source.removeprefix("hf://"))
+    except HFValidationError:
+        return False
+    return True
+
+
 def too_large_reason(limit: int) -> str:
     """How a file over `limit` is described, locally and on the Hub alike."""
     return f"larger than {limit // (1024 * 1024)} MiB"

@@ -7,29 +7,13 @@ The one entry point of the reading layer: it decides where SOURCE points and han
 from __future__ import annotations
 
 import difflib
-import re
 from pathlib import Path
 
 from dflash_tools.errors import SourceError
-from dflash_tools.reading.checkpoint import CONFIG_NAME, LoadedCheckpoint, is_offline, path_exists
+from dflash_tools.reading.checkpoint import CONFIG_NAME, LoadedCheckpoint, is_offline, looks_like_repo_id, path_exists
 from dflash_tools.reading.local import examples_dir, list_examples, load_local
 
 EXAMPLE_PREFIX = "example:"
-_REPO_ID = re.compile(r"^(hf://)?[A-Za-z0-9][A-Za-z0-9_.\-]*/[A-Za-z0-9][A-Za-z0-9_.\-]*$")
-
-
-def looks_like_repo_id(source: str) -> bool:
-    if not _REPO_ID.match(source):
-        return False
-    # The Hub's own rules (length, "--", "..", trailing "."): huggingface_hub raises on the rest.
-    from huggingface_hub.errors import HFValidationError
-    from huggingface_hub.utils import validate_repo_id
-
-    try:
-        validate_repo_id(source.removeprefix("hf://"))
-    except HFValidationError:
-        return False
-    return True
 
 
 def load_checkpoint(

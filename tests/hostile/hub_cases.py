@@ -484,6 +484,22 @@ CASES: list[Case] = [
         2,
         _switch(drip={CONFIG: 0.2}),
     ),
+    Case(
+        "--author: the model list names '/etc/passwd'",
+        ["inspect", "--author", "org", *T],
+        2,
+        ("malformed answer", "the model list", "/etc/passwd"),
+        1,
+        _switch(replace_body={"/api/models?": b'[{"id": "org/draft"}, {"id": "/etc/passwd"}]'}),
+    ),
+    Case(
+        "--author: the model list dripped",
+        ["inspect", "--author", "org", *T],
+        2,
+        ("did not answer within 1s", "the model list"),
+        1,
+        _switch(drip={"/api/models?": 0.2}),
+    ),
     # -- the network itself --------------------------------------------------------------------
     Case(
         "Hub unreachable (connection refused)",

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
+from urllib.parse import urljoin
 
+import httpx2
+from huggingface_hub import constants
 from huggingface_hub.errors import OfflineModeIsEnabled
 
 from dflash_tools.draft.findings import Severity, make_finding
@@ -15,12 +19,15 @@ from dflash_tools.reading.checkpoint import (
     brief_names,
     check_index_against_shards,
     is_offline,
+    looks_like_repo_id,
     parse_config_text,
     parse_index,
+    too_many_values,
 )
 from dflash_tools.reading.hub.cache import cached_config, load_from_cache
 from dflash_tools.reading.hub.errors import HUB_ERRORS, hub_errors, is_unreachable, one_line, to_source_error
 from dflash_tools.reading.hub.files import (
+    MAX_REPO_INFO_BYTES,
     REPO_INFO,
     RepoInfo,
     SmallFile,
@@ -29,7 +36,8 @@ from dflash_tools.reading.hub.files import (
     hub_checkpoint,
 )
 from dflash_tools.reading.hub.headers import MAX_REMOTE_HEADER_TOTAL, MAX_REMOTE_SHARDS, add_fetched, fetch_headers
-from dflash_tools.reading.hub.session import HubRepo, effective_timeout, hf_api
+from dflash_tools.reading.hub.http import Deadline, HubMalformed, request
+from dflash_tools.reading.hub.session import HubRepo, effective_timeout
 
 
 def load_hub_checkpoint(
@@ -123,8 +131,13 @@ def list_hub_models(
     *,
     token: str | None,
     limit: int = 200,
+    timeout: float | None = None,
 ) -> list[str]:
-    """Repo ids of the Hub models matching `author` and `search` (at most `limit`)."""
+    """Repo ids of the Hub models matching `author` and `search` (at most `limit`).
+
+    Read like the repo info (reading.hub.http): each page within --timeout and 16 MiB, at most
+    MODEL_LIST_PAGES pages, every id checked to be a repo id (a hostile list could name paths).
+    """
     filters = [f"author={author}" if author else "", f"search={search}" if search else ""]
     subject = " ".join(part for part in filters if part) or "all models"
     if limit < 1:
@@ -134,12 +147,57 @@ def list_hub_models(
             f"listing Hub models ({subject}) needs the network, but HF_HUB_OFFLINE is set",
             "unset HF_HUB_OFFLINE, or pass the repo ids you have cached",
         )
-    hub = HubRepo(subject, None, token, effective_timeout(None))
+    hub = HubRepo(subject, None, token, effective_timeout(timeout))
+    url = f"{constants.ENDPOINT}/api/models"
+    params: dict[str, str] | None = {
+        key: value
+        for key, value in (("author", author), ("search", search), ("limit", str(min(limit, MODELS_PER_PAGE))))
+        if value
+    }
+    ids: list[str] = []
     try:
-        models = hf_api(token).list_models(author=author, search=search, limit=limit, token=token)
-        return [model.id for model in models]
+        for _ in range(MODEL_LIST_PAGES):
+            answer = request(
+                url,
+                what="the model list",
+                headers=hub.headers(),
+                deadline=Deadline(hub.timeout),
+                limit=MAX_REPO_INFO_BYTES,
+                params=params,
+            )
+            ids += parse_model_list(answer.body)
+            following = httpx2.Response(200, headers=answer.headers).links.get("next", {}).get("url")
+            if len(ids) >= limit or not following:
+                break
+            url, params = urljoin(url, following), None
     except HUB_ERRORS as exc:
         raise to_source_error(exc, hub, "the model list", listing=True) from exc
+    return ids[:limit]
+
+
+# The Hub sends at most this many models per page of its list; pages followed at most.
+MODELS_PER_PAGE = 1000
+MODEL_LIST_PAGES = 10
+
+
+def parse_model_list(data: bytes) -> list[str]:
+    """The `id` of every model in a page of the model list; anything else is a malformed answer."""
+    what = "the model list"
+    if too_many_values(data):
+        raise HubMalformed(what, "more JSON values than any page of models holds")
+    try:
+        models = json.loads(data)
+    except (ValueError, RecursionError) as exc:
+        raise HubMalformed(what, f"not JSON ({one_line(str(exc), 80)})") from None
+    if not isinstance(models, list):
+        raise HubMalformed(what, "not a JSON list")
+    ids = []
+    for model in models:
+        repo_id = model.get("id") if isinstance(model, dict) else None
+        if not isinstance(repo_id, str) or not looks_like_repo_id(repo_id) or repo_id.startswith("hf://"):
+            raise HubMalformed(what, f"an entry whose id is not a repo id ({ascii(repo_id)[:60]})")
+        ids.append(repo_id)
+    return ids
 
 
 def _load_online(hub: HubRepo, info: RepoInfo) -> LoadedCheckpoint:

@@ -3,17 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 from huggingface_hub import constants
 from huggingface_hub.utils import build_hf_headers
 
 from dflash_tools._version import __version__
-
-if TYPE_CHECKING:
-    from huggingface_hub import HfApi
-
 
 LIBRARY_NAME = "dflash-tools"
 
@@ -39,12 +34,6 @@ class HubRepo:
         """The Hub API answer `HfApi.model_info` reads (the same URL, built the same way)."""
         url = f"{constants.ENDPOINT}/api/models/{self.repo_id}"
         return url if self.revision is None else f"{url}/revision/{quote(self.revision, safe='')}"
-
-
-def hf_api(token: str | None) -> HfApi:
-    from huggingface_hub import HfApi
-
-    return HfApi(token=token, library_name=LIBRARY_NAME, library_version=library_version())
 
 
 def effective_timeout(timeout: float | None) -> float:
