@@ -133,18 +133,28 @@ _PHASES = (
 
 
 class Deadline:
-    """`seconds` from now; while `armed`, the sockets of its requests are shut down when it passes."""
+    """`seconds` from its first request; while `armed`, its requests' sockets are shut down when it passes.
+
+    The clock starts with the first request, not before: building the HTTP client (its TLS
+    context takes a second on a busy machine) is no part of any answer's time.
+    """
 
     def __init__(self, seconds: float) -> None:
         self.seconds = seconds
-        self.expires = time.monotonic() + seconds
+        self.expires: float | None = None
         self._sockets: list[socket.socket] = []
         self._lock = threading.Lock()
         self._fired = False
         self.phase = "connecting"
         self.received = 0  # body bytes of the current answer so far (for the timeout message)
 
+    def start(self) -> None:
+        if self.expires is None:
+            self.expires = time.monotonic() + self.seconds
+
     def remaining(self) -> float:
+        self.start()
+        assert self.expires is not None
         return self.expires - time.monotonic()
 
     @property
@@ -272,6 +282,8 @@ def request(
 
     if is_offline():
         raise OfflineModeIsEnabled(f"Cannot reach {url}: offline mode is enabled (HF_HUB_OFFLINE)")
+    _client()  # built before the clock starts
+    deadline.start()
     backoff = BACKOFF_FIRST
     attempt = 0
     refused: Answer | None = None  # the last "try again" answer: the cause, should a retry time out
