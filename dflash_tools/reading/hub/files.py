@@ -87,9 +87,8 @@ def parse_repo_info(data: bytes) -> RepoInfo:
         name = sibling.get("rfilename") if isinstance(sibling, dict) else None
         if not isinstance(name, str):
             raise HubMalformed(REPO_INFO, f"a file entry {_short(sibling)} without an 'rfilename' string")
-        problem = safe_shard_name(name)
-        if problem:
-            raise HubMalformed(REPO_INFO, f"the file list holds {problem.removeprefix('shard name ')}")
+        if safe_shard_name(name):
+            raise HubMalformed(REPO_INFO, f"the file list names {_short(name)}, which is not a path inside the repo")
         files.add(name)
     return RepoInfo(sha, frozenset(files))
 
