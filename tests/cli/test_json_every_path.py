@@ -139,33 +139,34 @@ def test_success_and_findings_paths_print_one_document(args: list[str], exit_cod
         assert document["exit_code"] == code  # type: ignore[index]
 
 
-def test_environment_json_is_the_json_flag_on_every_path(tmp_path: Path) -> None:
+def test_environment_json_is_the_json_flag_on_every_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """DFLASH_TOOLS_FORMAT=json with no argument at all (where a person gets the help) prints the
-    very document `--json` prints, and its exit code: for each command and for the bare program."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "DFLASH_TOOLS_"))}
-    env.update(HF_HUB_OFFLINE="1", HF_HOME=str(tmp_path / "hf-home"))
-    runs = {}
-    for command in ("inspect", "convert", "smoke-test", ""):
-        for how in ("env", "flag"):
-            args = [command] if command else []
-            if how == "flag" and command:
-                args.append("--json")
-            runs[command, how] = subprocess.Popen(
-                [sys.executable, "-m", "dflash_tools", *args],
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-                cwd=tmp_path,
-                env={**env, "DFLASH_TOOLS_FORMAT": "json"} if how == "env" else env,
-            )
-    done = {key: (process.communicate(timeout=120), process.returncode) for key, process in runs.items()}
+    very document `--json` prints, and its exit code: for each command and for the bare program.
+    In process, through the same `main()` as the `dflash-tools` script."""
+    from dflash_tools.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+    def run_main(args: list[str], env_json: bool) -> tuple[int, str]:
+        if env_json:
+            monkeypatch.setenv("DFLASH_TOOLS_FORMAT", "json")
+        else:
+            monkeypatch.delenv("DFLASH_TOOLS_FORMAT", raising=False)
+        monkeypatch.setattr(sys, "argv", ["dflash-tools", *args])
+        with pytest.raises(SystemExit) as exited:
+            main()
+        return int(exited.value.code or 0), capsys.readouterr().out
+
     for command in ("inspect", "convert", "smoke-test"):
-        (env_out, env_err), env_code = done[command, "env"]
-        (flag_out, _), flag_code = done[command, "flag"]
-        assert env_code == flag_code == 2, (command, env_out, env_err)
-        assert one_document(env_out) == one_document(flag_out), command
+        env_code, env_out = run_main([command], env_json=True)
+        flag_code, flag_out = run_main([command, "--json"], env_json=False)
+        assert env_code == flag_code == 2, (command, env_out)
         assert "Usage:" not in env_out, "the help went to stdout in place of the document"
-    (bare_out, _), bare_code = done["", "env"]
+        assert one_document(env_out) == one_document(flag_out), command
+    bare_code, bare_out = run_main([], env_json=True)
     assert bare_code == 2
     document = one_document(bare_out)
     assert isinstance(document, dict) and document["error"]["kind"] == "usage"
