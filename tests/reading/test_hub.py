@@ -757,3 +757,24 @@ def test_a_dripped_answer_ends_at_the_deadline(hub: HubServer) -> None:
         load(timeout=1)
     assert time.monotonic() - started < 2.5  # the repo info, then one second for config.json
     assert "did not answer within 1s for config.json" in info.value.message
+
+
+def test_headers_past_the_budget_are_not_read(hub: HubServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    from dflash_tools.reading.hub import headers
+
+    # The real budget is 32 MiB; three 64 KiB probes fit in 128 KiB, a fourth file's does not.
+    monkeypatch.setattr(headers, "MAX_REMOTE_HEADER_TOTAL", 3 * HEADER_PROBE_BYTES)
+    files = sharded_files()
+    files["model-00003-of-00004.safetensors"] = safetensors_bytes([("extra.a", "BF16", (2,))])
+    files["model-00004-of-00004.safetensors"] = safetensors_bytes([("extra.b", "BF16", (2,))])
+    index = json.loads(files[INDEX_NAME])
+    index["weight_map"].update(
+        {"extra.a": "model-00003-of-00004.safetensors", "extra.b": "model-00004-of-00004.safetensors"}
+    )
+    files[INDEX_NAME] = json.dumps(index).encode()
+    hub.add_repo(REPO, files)
+    loaded = load()
+    [finding] = [f for f in loaded.findings if f.code == "DFT005"]
+    assert "exceed" in finding.message and "model-00004-of-00004.safetensors not read" in finding.message
+    assert not loaded.weights_inspected  # a partial set would read as missing tensors
+    assert hub.bytes_served(REPO, "model-00004-of-00004.safetensors") == 0

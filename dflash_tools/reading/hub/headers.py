@@ -66,8 +66,8 @@ class Fetched:
 class HeaderBudget:
     """MAX_REMOTE_HEADER_TOTAL bytes of headers for one checkpoint, shared by the fetching threads."""
 
-    def __init__(self, total: int = MAX_REMOTE_HEADER_TOTAL) -> None:
-        self.left = total
+    def __init__(self, total: int | None = None) -> None:
+        self.left = MAX_REMOTE_HEADER_TOTAL if total is None else total
         self._lock = threading.Lock()
 
     def take(self, count: int) -> bool:
