@@ -14,6 +14,12 @@ What it feeds (seeded from real fixtures of every dialect, at tiny and published
                symlinks leaving the folder, links to /dev/zero, empty files);
 - `cli`        every 50th checkpoint is also run through the real `dflash-tools inspect` (in
                process, human and JSON output).
+- `hub`        `load_hub_checkpoint` against a loopback stand-in Hub that answers each request (repo
+               info, config.json, index, header range) with a mutated answer: status, headers
+               (Content-Length, Content-Range, X-Repo-Commit, Retry-After, Location, encodings, error
+               texts) and body; sometimes bytes that are not HTTP, or an answer cut anywhere. The
+               result must be a checkpoint with findings or a one-line SourceError, within
+               --timeout x the requests made (plus a second), and nothing written into the Hub cache.
 - `engine_keys` one hazard of issue 12 per input, with an oracle: a key of the engine-read table
                (`dflash_tools/draft/config_keys.py`) set to a value of another JSON type, null, a bogus
                string or an extreme number; a key duplicated with a different value; a lone
@@ -87,9 +93,11 @@ from dflash_tools.reading.safetensors_header import (
 )
 from dflash_tools.reading.source import load_checkpoint
 
-TARGETS = ("header", "file", "index", "config", "checkpoint", "engine_keys")
+HUB_TIMEOUT = 0.3  # --timeout of the hub target's reads: a hostile answer costs at most this per request
+
+TARGETS = ("header", "file", "index", "config", "checkpoint", "engine_keys", "hub")
 # Share of the random inputs each target gets (the systematic pass comes on top, within the total).
-WEIGHTS = {"header": 3, "file": 2, "index": 1, "config": 3, "checkpoint": 2, "engine_keys": 2}
+WEIGHTS = {"header": 3, "file": 2, "index": 1, "config": 3, "checkpoint": 2, "engine_keys": 2, "hub": 1}
 CLI_EVERY = 50  # every Nth checkpoint input also goes through the real CLI
 SLOW_SECONDS = 2.0  # an input slower than this is reported (a hang guard, not a failure)
 HANG_SECONDS = 20  # an input slower than this is a failure (counted with the tracebacks)
@@ -768,6 +776,120 @@ def run_cli(folder: Path, target_dir: Path | None) -> str:
 Thunk = Callable[[], str]
 
 
+# --------------------------------------------------------------------------------------------
+# The hub target: a loopback stand-in Hub whose every answer is mutated
+# --------------------------------------------------------------------------------------------
+
+
+class AnswerServer:
+    """127.0.0.1 only: each connection gets the answer planned for its path's kind, then is closed.
+
+    Kinds: "info" (the repo info), "config", "index", "shard" (a header range). Every loop is
+    bounded: one answer per connection, a request read of at most 64 KiB within 2 s.
+    """
+
+    def __init__(self) -> None:
+        import socket
+        import threading
+
+        self.plan: dict[str, bytes] = {}
+        self.requests = 0
+        self._socket = socket.socket()
+        self._socket.bind(("127.0.0.1", 0))
+        self._socket.listen(64)
+        self.url = f"http://127.0.0.1:{self._socket.getsockname()[1]}"
+        threading.Thread(target=self._serve, name="fuzz-hub", daemon=True).start()
+
+    def _serve(self) -> None:
+        import threading
+
+        while True:
+            try:
+                connection, _ = self._socket.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._answer, args=(connection,), daemon=True).start()
+
+    def _answer(self, connection: Any) -> None:
+        with contextlib.suppress(OSError), connection:
+            connection.settimeout(2)
+            request = b""
+            while b"\r\n\r\n" not in request and len(request) < 64 * 1024:
+                chunk = connection.recv(4096)
+                if not chunk:
+                    return
+                request += chunk
+            path = request.split(b" ", 2)[1].decode("latin-1") if request.count(b" ") >= 2 else ""
+            self.requests += 1
+            kind = (
+                "info"
+                if path.startswith("/api/models/")
+                else "config"
+                if path.endswith("/config.json")
+                else "index"
+                if path.endswith(INDEX_NAME)
+                else "shard"
+                if path.endswith(".safetensors")
+                else "missing"
+            )
+            connection.sendall(self.plan.get(kind, b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n"))
+
+
+HUB_REPO = "fuzz/draft"
+HUB_COMMIT = "0123456789abcdef0123456789abcdef01234567"
+HOSTILE_HEADERS: dict[str, list[str]] = {
+    "Content-Length": ["0", "1", "99999999", "9" * 30, "-5", "abc", "12, 13"],
+    "Content-Range": ["bytes 0-7/8", "bytes */9", "junk", "bytes 5-1/2", "bytes 0-" + "9" * 50 + "/1"],
+    "X-Repo-Commit": ["../../..", "/etc", "", HUB_COMMIT[::-1], "A" * 40, HUB_COMMIT + "\u202e"],
+    "Retry-After": ["0", "3600", "-1", "Fri, 31 Dec 2100 23:59:59 GMT", "soon", "9" * 80],
+    "Content-Encoding": ["gzip", "br", "identity", "x-evil"],
+    "Location": ["/", "file:///etc/passwd", "http://127.0.0.1:9/", "//evil.example/x", "\x1b[2J"],
+    "X-Error-Code": ["RepoNotFound", "RevisionNotFound", "EntryNotFound", "GatedRepo", "\x1b]52;c;x\x07"],
+    "X-Error-Message": ESCAPES[:8],
+    "Transfer-Encoding": ["chunked"],
+}
+HOSTILE_STATUSES = [200, 200, 200, 206, 301, 302, 307, 401, 403, 404, 416, 429, 500, 503, 599, 99]
+
+
+def http_answer(status: int, headers: dict[str, str], body: bytes) -> bytes:
+    lines = [f"HTTP/1.1 {status} Fuzz"] + [f"{key}: {value}" for key, value in headers.items()]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1", "backslashreplace") + body
+
+
+def run_hub(server: AnswerServer, cache: Path) -> str:
+    from huggingface_hub import constants
+
+    from dflash_tools.reading.hub import load_hub_checkpoint
+
+    server.requests = 0
+    started = time.perf_counter()
+    try:
+        loaded = load_hub_checkpoint(HUB_REPO, revision=None, token=None, timeout=HUB_TIMEOUT)
+    except SourceError as exc:
+        one_line(exc.message, "SourceError message")
+        one_line(exc.hint, "SourceError hint")
+        causes = (
+            ("malformed answer", "malformed answer"),
+            ("did not answer within", "timeout"),
+            ("incomplete response", "incomplete response"),
+            ("larger than", "too large"),
+            ("rate-limited", "rate limited"),
+            ("HTTP ", "HTTP status"),
+            ("cannot connect", "no connection"),
+        )
+        cause = next((name for needle, name in causes if needle in exc.message), "Hub error answer")
+        outcome = f"exit 2, one line: {cause}"
+    else:
+        check_findings(loaded.findings)
+        outcome = "read, with findings" if loaded.findings else "read, no findings"
+    elapsed = time.perf_counter() - started
+    if elapsed > HUB_TIMEOUT * max(server.requests, 1) + 1.0:
+        raise Traceback(f"took {elapsed:.1f} s for {server.requests} requests of --timeout {HUB_TIMEOUT}")
+    if Path(constants.HF_HUB_CACHE).exists() and any(p.is_file() for p in Path(constants.HF_HUB_CACHE).rglob("*")):
+        raise Traceback(f"wrote into the Hub cache {cache}")
+    return outcome
+
+
 @dataclass
 class Input:
     """One fuzz input: `run` feeds it to the parser; `payload` is what gets saved if it fails."""
@@ -793,6 +915,7 @@ class Campaign:
             testing.make_target_config(testing.TINY, multimodal=True)
         ]
         self.checkpoints_run = 0
+        self.hub_server: AnswerServer | None = None
 
     # -- targets -----------------------------------------------------------------------------
 
@@ -909,6 +1032,84 @@ class Campaign:
             lambda: run_engine_keys(text, seed, path, expect, tensors),
             {"config.json": data, "seed": seed.name.encode(), "expect": f"{expect} {path}".encode()},
         )
+
+    def hub(self) -> Input:
+        """One hostile Hub: each of its four answers healthy, or mutated in status, headers or body."""
+        rng = self.rng
+        if self.hub_server is None:
+            self.hub_server = AnswerServer()
+        server = self.hub_server
+        seed = rng.choice(self.tiny_seeds)
+        shards = ["model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"]
+        prefix, _ = encode_header(seed.tensors, {"format": "pt"})
+        shard = prefix  # data is never read: the header range is all a reader asks for
+        size = len(prefix) + sum(t.num_bytes for t in self.tensor_tables[seed.name].values())
+        healthy: dict[str, tuple[int, dict[str, str], bytes]] = {
+            "info": (
+                200,
+                {},
+                json.dumps(
+                    {"sha": HUB_COMMIT, "siblings": [{"rfilename": n} for n in ["config.json", INDEX_NAME, *shards]]}
+                ).encode(),
+            ),
+            "config": (200, {"X-Repo-Commit": HUB_COMMIT}, json.dumps(seed.config).encode()),
+            "index": (200, {"X-Repo-Commit": HUB_COMMIT}, json.dumps(index_json(seed.tensors, 2)).encode()),
+            "shard": (206, {"Content-Range": f"bytes 0-{len(shard) - 1}/{size}"}, shard),
+        }
+        plan: dict[str, bytes] = {}
+        for kind, (status, headers, body) in healthy.items():
+            headers = {**headers, "Content-Length": str(len(body))}
+            if rng.random() < 0.5:
+                roll = rng.random()
+                if roll < 0.35:
+                    body = (
+                        json_input(json.loads(body), rng, self.seed_values)
+                        if kind != "shard"
+                        else mutate_bytes(body, rng)
+                    )
+                    headers["Content-Length"] = str(len(body))
+                elif roll < 0.6:
+                    for name in rng.sample(list(HOSTILE_HEADERS), k=rng.randint(1, 3)):
+                        headers[name] = rng.choice(HOSTILE_HEADERS[name])
+                elif roll < 0.8:
+                    status = rng.choice(HOSTILE_STATUSES)
+                    if rng.random() < 0.5:
+                        headers["Retry-After"] = rng.choice(HOSTILE_HEADERS["Retry-After"])
+                elif roll < 0.9:
+                    raw = http_answer(status, headers, body)
+                    plan[kind] = raw[: rng.randrange(len(raw))]
+                    continue
+                else:
+                    plan[kind] = rng.choice([b"", b"SSH-2.0-x\r\n\r\n", b"\x00" * 64, b"HTTP/1.1 200\r\n" * 2000])
+                    continue
+            plan[kind] = http_answer(status, headers, body)
+        cache = self.workdir / "hub-cache"
+
+        def thunk() -> str:
+            from huggingface_hub import constants
+
+            server.plan = plan
+            saved = (
+                constants.ENDPOINT,
+                constants.HUGGINGFACE_CO_URL_TEMPLATE,
+                constants.HF_HUB_OFFLINE,
+                constants.HF_HUB_CACHE,
+            )
+            constants.ENDPOINT = server.url
+            constants.HUGGINGFACE_CO_URL_TEMPLATE = server.url + "/{repo_id}/resolve/{revision}/{filename}"
+            constants.HF_HUB_OFFLINE = False
+            constants.HF_HUB_CACHE = str(cache)
+            try:
+                return run_hub(server, cache)
+            finally:
+                (
+                    constants.ENDPOINT,
+                    constants.HUGGINGFACE_CO_URL_TEMPLATE,
+                    constants.HF_HUB_OFFLINE,
+                    constants.HF_HUB_CACHE,
+                ) = saved
+
+        return Input(thunk, {f"{kind}.http": answer for kind, answer in plan.items()})
 
     def checkpoint(self) -> Input:
         rng = self.rng

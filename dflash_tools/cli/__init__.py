@@ -15,6 +15,7 @@ from __future__ import annotations
 import sys
 
 import typer
+import typer.main
 
 from dflash_tools.cli.app import app, register_commands
 
@@ -32,8 +33,15 @@ def main() -> None:
     if not json_requested(argv):
         app()
         return
+    root = typer.main.get_command(app)
+    # Without arguments a command prints its help (`no_args_is_help`): fine for a person, but
+    # JSON asked for (also through DFLASH_TOOLS_FORMAT, where no argument at all is given) must
+    # get the command's own error document, exactly as `--json` alone gets it.
+    root.no_args_is_help = False
+    for subcommand in getattr(root, "commands", {}).values():
+        subcommand.no_args_is_help = False
     try:
-        code = app(standalone_mode=False)
+        code = root.main(args=argv, standalone_mode=False)
     except typer.Abort:
         sys.exit(130)
     except typer.TyperException as exc:

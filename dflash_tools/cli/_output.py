@@ -67,8 +67,15 @@ def stderr_console(no_color: bool = False) -> Console:
     return Console(stderr=True, no_color=_no_color(no_color), highlight=False)
 
 
+# Documents larger than this are written without indentation: json's indenting encoder is pure
+# Python (a second per million values, e.g. a config's million layer ids), its compact one is C.
+PRETTY_JSON_LIMIT = 1_000_000
+
+
 def write_json(document: Any) -> None:
-    text = json.dumps(document, indent=2, ensure_ascii=False, allow_nan=False)
+    text = json.dumps(document, ensure_ascii=False, allow_nan=False)
+    if len(text) <= PRETTY_JSON_LIMIT:
+        text = json.dumps(document, indent=2, ensure_ascii=False, allow_nan=False)
     # Also the only way to write a lone surrogate (not encodable as UTF-8) exactly.
     text = _JSON_ESCAPE.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
     sys.stdout.write(text + "\n")

@@ -33,7 +33,7 @@ from dflash_tools.cli._output import (
     stdout_console,
     write_json,
 )
-from dflash_tools.draft.findings import Severity
+from dflash_tools.draft.findings import Severity, brief_list
 from dflash_tools.draft.target import TargetSpec, load_target
 from dflash_tools.errors import DflashToolsError, UsageError
 from dflash_tools.inspect import SCHEMA_VERSION, InspectReport, inspect_loaded
@@ -71,7 +71,7 @@ def run(
         if author or search:
             from dflash_tools.reading.hub import list_hub_models
 
-            names += list_hub_models(author, search, token=token, limit=limit)
+            names += list_hub_models(author, search, token=token, limit=limit, timeout=timeout)
             if not names:
                 raise UsageError(
                     f"no Hub models match author={author!r} search={search!r}",
@@ -162,7 +162,7 @@ def _geometry_segments(report: InspectReport) -> list[str]:
 
 
 def _verdict(report: InspectReport) -> Text:
-    counts = {s: sum(1 for f in report.findings if f.severity is s) for s in Severity}
+    counts = report.severity_counts()
     summary = (
         f": {counts[Severity.ERROR]} error(s), {counts[Severity.WARNING]} warning(s), {counts[Severity.INFO]} note(s)"
     )
@@ -208,7 +208,7 @@ def render_report(
                 )
             )
             layers = [
-                f"{desc.target_layer_ids} (z-lab convention, from {printable(desc.target_layer_ids_key)})",
+                f"{brief_list(desc.target_layer_ids)} (z-lab convention, from {printable(desc.target_layer_ids_key)})",
                 f"num_target_layers {desc.num_target_layers}" if desc.num_target_layers else "",
                 f"mask_token_id {desc.mask_token_id}" if desc.mask_token_id is not None else "",
             ]
@@ -291,6 +291,15 @@ def render_report(
     if report.findings:
         print_line(console, "findings", style="bold")
         print_findings(console, [f.to_dict() for f in report.findings], fixes)
+    if report.omitted:
+        names = {"error": "errors", "warning": "warnings", "info": "notes"}
+        shown = ", ".join(f"{count:,} {names.get(severity, severity)}" for severity, count in report.omitted.items())
+        print_line(
+            console,
+            f"... and {sum(report.omitted.values()):,} more findings not shown ({shown}); "
+            "--format json counts them in findings_omitted",
+            style="dim",
+        )
     print_fixes(console, fixes)
     if engines and not quiet:
         print_launches(console, engines)
@@ -371,8 +380,8 @@ def render_summary(
         g = result.geometry
         doc = result.to_dict()
         tensors = doc.get("tensors") or {}
-        errors = sum(1 for f in result.findings if f.severity is Severity.ERROR)
-        warnings = sum(1 for f in result.findings if f.severity is Severity.WARNING)
+        counts = result.severity_counts()
+        errors, warnings = counts[Severity.ERROR], counts[Severity.WARNING]
         verdict = Text("OK", style="bold green") if result.ok else Text("FAIL", style="bold red")
         if errors or warnings:
             verdict = Text.assemble(verdict, f" {errors}E {warnings}W")

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path, PurePosixPath
 
 from dflash_tools._version import __version__
 from dflash_tools.convert.plan import ConvertPlan
@@ -10,17 +11,33 @@ from dflash_tools.convert.result import BACKUP_SUFFIX, PushResult
 from dflash_tools.errors import OperationError, SourceError
 from dflash_tools.reading.checkpoint import (
     CONFIG_NAME,
+    INDEX_NAME,
     LoadedCheckpoint,
 )
 from dflash_tools.reading.local import load_following_links
 
+# Files convert downloads from one Hub repo: a draft repo holds a handful (config, weights,
+# README). A repo with 100,000 files is not a checkpoint to copy whole.
+MAX_CONVERT_FILES = 1000
+# Files downloaded at once (huggingface_hub's snapshot_download default).
+DOWNLOAD_WORKERS = 8
 
-def local_checkpoint(loaded: LoadedCheckpoint, *, token: str | None) -> LoadedCheckpoint:
+
+def local_checkpoint(loaded: LoadedCheckpoint, *, token: str | None, timeout: float | None = None) -> LoadedCheckpoint:
     """The source as a local folder with its headers (a Hub repo is downloaded into the cache)."""
     if loaded.kind != "hub":
         return loaded
+    if loaded.unsafe_index_entries:
+        # The same refusal as for a local folder (build._refuse_escaping_index), before any download.
+        raise OperationError(
+            f"{loaded.location}/{INDEX_NAME}: {loaded.unsafe_index_entries[0]}: refusing to write an index "
+            "that points outside the output",
+            "fix the index so that every shard is a file inside the checkpoint folder",
+        )
     try:
-        folder = _download_snapshot(loaded.source, loaded.commit or loaded.revision, token)
+        folder = _download_snapshot(loaded, token, timeout)
+    except (SourceError, OperationError):
+        raise
     except Exception as exc:
         raise SourceError(
             f"{loaded.location}: downloading the checkpoint failed: {type(exc).__name__}: {one_line(str(exc))}",
@@ -37,23 +54,84 @@ def local_checkpoint(loaded: LoadedCheckpoint, *, token: str | None) -> LoadedCh
     return local
 
 
-def _download_snapshot(repo_id: str, revision: str | None, token: str | None) -> Path:
-    """Every file of the revision, in the Hugging Face cache; returns the snapshot folder."""
-    from huggingface_hub import HfApi, constants, hf_hub_download, snapshot_download
+def _download_snapshot(loaded: LoadedCheckpoint, token: str | None, timeout: float | None) -> Path:
+    """Every file of the inspected commit, in the Hugging Face cache; returns the snapshot folder.
 
+    The file list comes from the bounded repo-info read (reading.hub); the files themselves are
+    downloaded by huggingface_hub (into its cache, eight at a time), whose reads time out per read
+    rather than per file: weights legitimately take minutes.
+    """
+    from huggingface_hub import constants, hf_hub_download, snapshot_download
+
+    from dflash_tools.reading.hub.errors import HUB_ERRORS, MALFORMED_HINT, HubSourceError, to_source_error
+    from dflash_tools.reading.hub.files import COMMIT_HASH, fetch_repo_info
+    from dflash_tools.reading.hub.session import LIBRARY_NAME, HubRepo, effective_timeout, library_version
+
+    revision = loaded.commit or loaded.revision
     if constants.HF_HUB_OFFLINE:
-        return Path(snapshot_download(repo_id, revision=revision, token=token, local_files_only=True))
-    info = HfApi(token=token).model_info(repo_id, revision=revision, token=token)
-    pinned = info.sha or revision
-    names = sorted(s.rfilename for s in info.siblings or [])
+        return Path(snapshot_download(loaded.source, revision=revision, token=token, local_files_only=True))
+    hub = HubRepo(loaded.source, revision, token, effective_timeout(timeout))
+    try:
+        info = fetch_repo_info(hub)
+    except HUB_ERRORS as exc:
+        raise to_source_error(exc, hub, "the repo info", repo_known=True) from exc
+    names = sorted(info.files or ())
     if CONFIG_NAME not in names:
         names.append(CONFIG_NAME)
-    snapshot: Path | None = None
-    for name in names:
-        path = Path(hf_hub_download(repo_id, name, revision=pinned, token=token))
-        if name == CONFIG_NAME:
-            snapshot = path.parent
-    assert snapshot is not None
+    if len(names) > MAX_CONVERT_FILES:
+        raise OperationError(
+            f"{loaded.location} holds {len(names):,} files; convert copies a whole checkpoint and stops at "
+            f"{MAX_CONVERT_FILES:,}: nothing was downloaded",
+            f"download the checkpoint's own files (`hf download {loaded.source} --include '*.json' '*.safetensors'`) "
+            "and convert that folder",
+        )
+    pinned = info.commit or revision
+
+    def download(name: str) -> Path:
+        try:
+            return Path(
+                hf_hub_download(
+                    loaded.source,
+                    name,
+                    revision=pinned,
+                    token=token,
+                    etag_timeout=hub.timeout,
+                    library_name=LIBRARY_NAME,
+                    library_version=library_version(),
+                )
+            )
+        except HUB_ERRORS as exc:
+            raise to_source_error(exc, hub, name, repo_known=True) from exc
+        except ValueError as exc:
+            # huggingface_hub refuses a commit header that would place the file outside its snapshot.
+            detail = (
+                "an X-Repo-Commit header that would place the file outside its snapshot"
+                if "pointer path" in str(exc)
+                else one_line(str(exc), 160)
+            )
+            raise HubSourceError(
+                f"{loaded.location}: the server sent a malformed answer for {name}: {detail}", MALFORMED_HINT
+            ) from None
+
+    with ThreadPoolExecutor(max_workers=min(DOWNLOAD_WORKERS, len(names))) as pool:
+        futures = {name: pool.submit(download, name) for name in names}
+        try:
+            paths = {name: future.result() for name, future in futures.items()}
+        finally:
+            for future in futures.values():
+                future.cancel()
+    snapshot = paths[CONFIG_NAME].parent
+    for name, path in paths.items():
+        where = path
+        for _ in PurePosixPath(name).parts:
+            where = where.parent
+        commit_ok = pinned is None or not COMMIT_HASH.match(pinned) or where.name == pinned
+        if where != snapshot or not commit_ok:
+            raise HubSourceError(
+                f"{loaded.location}: the server sent a malformed answer for {name}: it was stored under another "
+                f"commit ({where.name[:40]!r})",
+                MALFORMED_HINT,
+            )
     return snapshot
 
 

@@ -123,7 +123,7 @@ def convert_checkpoint(
             result.notes.append("already normalized: nothing to write")
         else:
             assert destination is not None
-            local = local_checkpoint(loaded, token=token)
+            local = local_checkpoint(loaded, token=token, timeout=timeout)
             if in_place:
                 run_in_place(plan, local, destination, result, backup=backup)
             else:

@@ -15,6 +15,7 @@ from dflash_tools.convert.decide import Decision
 from dflash_tools.dialects import speculators as speculators_dialect
 from dflash_tools.dialects import zlab as zlab_dialect
 from dflash_tools.draft.description import Algorithm, Dialect, DraftDescription
+from dflash_tools.draft.findings import brief_list
 from dflash_tools.draft.geometry import Geometry
 from dflash_tools.draft.target import TargetSpec
 from dflash_tools.errors import OperationError
@@ -159,8 +160,8 @@ def render_cross(
             "layer ids",
             [i + 1 for i in desc.target_layer_ids] if destination == "speculators" else list(desc.target_layer_ids),
             "mapped",
-            f"layer ids shifted by {shift}: z-lab dflash_config.target_layer_ids {list(desc.target_layer_ids)} <-> "
-            f"speculators aux_hidden_state_layer_ids {[i + 1 for i in desc.target_layer_ids]}",
+            f"layer ids shifted by {shift}: z-lab dflash_config.target_layer_ids {brief_list(desc.target_layer_ids)} <-> "
+            f"speculators aux_hidden_state_layer_ids {brief_list([i + 1 for i in desc.target_layer_ids])}",
         )
     )
     if destination == "speculators":

@@ -270,6 +270,12 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+# Lists are checked through the set of their entries' types and their min/max, at C speed: a
+# config may carry a million layer ids, and a Python call per entry costs seconds.
+def _types(values: list[Any]) -> set[type]:
+    return set(map(type, values))
+
+
 def _is_number(value: Any) -> bool:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return False
@@ -291,10 +297,10 @@ def _type_ok(entry: ConfigKey, value: Any) -> bool:
     if kind is KeyType.OBJECT:
         return isinstance(value, dict)
     if kind is KeyType.INT_LIST:
-        return isinstance(value, list) and all(_is_int(v) for v in value)
+        return isinstance(value, list) and _types(value) <= {int}
     if kind is KeyType.STR_LIST:
-        return isinstance(value, list) and all(isinstance(v, str) for v in value)
-    return _is_int(value) or (isinstance(value, list) and all(_is_int(v) for v in value))
+        return isinstance(value, list) and _types(value) <= {str}
+    return _is_int(value) or (isinstance(value, list) and _types(value) <= {int})
 
 
 def _scalars(value: Any) -> list[Any]:
@@ -302,6 +308,13 @@ def _scalars(value: Any) -> list[Any]:
 
 
 def _range_ok(entry: ConfigKey, value: Any) -> bool:
+    if isinstance(value, list) and value and _types(value) <= {int}:
+        return _number_in_range(entry, min(value)) and _number_in_range(entry, max(value))
+    if isinstance(value, list) and value and _types(value) <= {str}:
+        distinct = set(value)
+        if entry.choices is not None and not distinct <= set(entry.choices):
+            return False
+        return entry.pattern is None or all(re.fullmatch(entry.pattern, item) for item in distinct)
     for item in _scalars(value):
         if entry.choices is not None and isinstance(item, str) and item not in entry.choices:
             return False
@@ -317,10 +330,20 @@ def _range_ok(entry: ConfigKey, value: Any) -> bool:
     return True
 
 
+def _number_in_range(entry: ConfigKey, item: int) -> bool:
+    if entry.minimum is not None and item < entry.minimum:
+        return False
+    if entry.maximum is not None and item > entry.maximum:
+        return False
+    return not (entry.positive and item <= 0)
+
+
 def _plausible(entry: ConfigKey, value: Any) -> bool:
     if entry.plausible is None:
         return True
     low, high = entry.plausible
+    if isinstance(value, list) and value and _types(value) <= {int}:
+        return low <= min(value) and max(value) <= high
     return all(low <= item <= high for item in _scalars(value) if _is_number(item))
 
 

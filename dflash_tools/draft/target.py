@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from dflash_tools.draft.description import DraftDescription
-from dflash_tools.draft.findings import Finding, make_finding
+from dflash_tools.draft.findings import Finding, brief_list, make_finding
 from dflash_tools.errors import SourceError
 from dflash_tools.reading.checkpoint import path_exists, read_small_file
 from dflash_tools.reading.safetensors_header import TensorHeader
@@ -158,7 +158,7 @@ def _layer_findings(desc: DraftDescription, target: TargetSpec) -> list[Finding]
         findings.append(
             make_finding(
                 "DFT033",
-                f"{key} (z-lab convention {desc.target_layer_ids}) includes {layers}, one past the last of the target's "
+                f"{key} (z-lab convention {brief_list(desc.target_layer_ids)}) includes {layers}, one past the last of the target's "
                 f"{layers} layers: the ids look written in the speculators convention (id + 1)",
                 "subtract 1 from each id in a z-lab config (or write them as aux_hidden_state_layer_ids in a speculators config)",
                 keys=(key,),
@@ -169,7 +169,7 @@ def _layer_findings(desc: DraftDescription, target: TargetSpec) -> list[Finding]
         findings.append(
             make_finding(
                 "DFT030",
-                f"{key} (z-lab convention {desc.target_layer_ids}) has ids {beyond} beyond the target's {layers} layers",
+                f"{key} (z-lab convention {brief_list(desc.target_layer_ids)}) has ids {brief_list(beyond)} beyond the target's {layers} layers",
                 "the draft was built for a deeper target: pair it with the model it was trained on",
                 keys=(key,),
                 values={"target_layer_ids": desc.target_layer_ids, "target_num_hidden_layers": layers},

@@ -9,10 +9,19 @@ checks, target, profiles) → `InspectReport`. Imports: `reading`, `dialects`, `
 from dflash_tools.inspect.report import (
     SCHEMA_VERSION,
     InspectReport,
+    cap_findings,
     describe,
     finish_findings,
     inspect_checkpoint,
     inspect_loaded,
 )
 
-__all__ = ["SCHEMA_VERSION", "InspectReport", "describe", "finish_findings", "inspect_checkpoint", "inspect_loaded"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "InspectReport",
+    "cap_findings",
+    "describe",
+    "finish_findings",
+    "inspect_checkpoint",
+    "inspect_loaded",
+]

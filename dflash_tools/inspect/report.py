@@ -11,7 +11,7 @@ from dflash_tools import dialects
 from dflash_tools.draft.checks import check_config
 from dflash_tools.draft.config_keys import check_config_keys, covered_paths
 from dflash_tools.draft.description import DraftDescription
-from dflash_tools.draft.findings import Finding, has_errors, make_finding, sort_findings
+from dflash_tools.draft.findings import Finding, Severity, has_errors, make_finding, sort_findings
 from dflash_tools.draft.geometry import Geometry, resolve_geometry
 from dflash_tools.draft.profiles import ProfileMatch, match_profile, profile_findings
 from dflash_tools.draft.sliding_window import check_sliding_window
@@ -22,6 +22,10 @@ from dflash_tools.reading.safetensors_header import TensorHeader
 from dflash_tools.reading.source import load_checkpoint
 
 SCHEMA_VERSION = 1
+# Findings kept per source, errors first. A hostile checkpoint can raise hundreds of thousands
+# (an index naming 10,000 shards); past this many, JSON counts the rest in `findings_omitted`
+# and the human report ends the list with "... and N more".
+MAX_FINDINGS = 200
 
 
 @dataclass
@@ -33,10 +37,19 @@ class InspectReport:
     target: TargetSpec | None = None
     profile: ProfileMatch | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    # Findings past MAX_FINDINGS, by severity ("error", "warning", "info"): counted, not kept.
+    omitted: dict[str, int] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
-        return not has_errors(self.findings)
+        return not has_errors(self.findings) and not self.omitted.get(Severity.ERROR.value)
+
+    def severity_counts(self) -> dict[Severity, int]:
+        """Every finding by severity, the omitted ones included."""
+        counts = {s: self.omitted.get(s.value, 0) for s in Severity}
+        for finding in self.findings:
+            counts[finding.severity] += 1
+        return counts
 
     @property
     def tensors(self) -> dict[str, TensorHeader]:
@@ -59,6 +72,7 @@ class InspectReport:
             "tensors": None,
             "weights_inspected": loaded.weights_inspected,
             "findings": [f.to_dict() for f in self.findings],
+            "findings_omitted": sum(self.omitted.values()),
             "ok": self.ok,
         }
         if loaded.weights_inspected:
@@ -187,14 +201,23 @@ def inspect_loaded(
     if desc is not None:
         report.profile = match_profile(loaded.source, report.to_dict())
         findings.extend(profile_findings(report.profile))
-    report.findings = finish_findings(loaded, findings)
+    report.findings, report.omitted = cap_findings(finish_findings(loaded, findings))
     return report
 
 
 def finish_findings(loaded: LoadedCheckpoint, findings: list[Finding]) -> list[Finding]:
     """Findings as a report holds them: SRC/OUT in hints filled in for this source, repeats
-    dropped, errors first. Layers above inspect that add findings (the engine view) use it too."""
+    dropped, errors first. Layers above inspect that add findings (the engine view) use it too,
+    then `cap_findings`."""
     return sort_findings(_dedupe([_with_paths(f, _convert_source(loaded)) for f in findings]))
+
+
+def cap_findings(findings: list[Finding], limit: int = MAX_FINDINGS) -> tuple[list[Finding], dict[str, int]]:
+    """The first `limit` of severity-sorted findings, and the rest counted by severity."""
+    omitted: dict[str, int] = {}
+    for finding in findings[limit:]:
+        omitted[finding.severity.value] = omitted.get(finding.severity.value, 0) + 1
+    return findings[:limit], omitted
 
 
 def _convert_source(loaded: LoadedCheckpoint) -> str:

@@ -23,9 +23,15 @@ from dflash_tools.reading.safetensors_header import (
 )
 
 INDEX_NAME = "model.safetensors.index.json"
+# Findings about single entries of one file (index entries, tensors) before one finding counts the rest.
+MAX_ENTRY_FINDINGS = 50
 CONFIG_NAME = "config.json"
 # A config or index is kilobytes; a hostile (sparse) one may claim terabytes.
 MAX_JSON_BYTES = 64 * 1024 * 1024
+# Parsed JSON costs ~60-100 bytes of memory per value (an empty list: 64), so the byte cap alone
+# lets 64 MiB of `[[],[],...]` take gigabytes. A real config holds a few hundred values (a list of
+# a million layer ids still passes), an index one per tensor and two per entry.
+MAX_JSON_VALUES = 2_000_000
 
 
 @dataclass
@@ -45,6 +51,15 @@ class LoadedCheckpoint:
     revision: str | None = None
     commit: str | None = None
     bytes_read: int = 0
+    # Index entries naming files outside the checkpoint ("tensor 'x': shard name '../y' escapes ..."):
+    # DFT004 findings for inspect, a refusal for convert before anything is downloaded or written.
+    unsafe_index_entries: list[str] = field(default_factory=list)
+
+
+def brief_names(names: list[str], shown: int = 5) -> str:
+    """`a, b, c` or `a, b, c, d, e and 9,995 more`: a list that stays one readable line."""
+    head = ", ".join(names[:shown])
+    return head if len(names) <= shown else f"{head} and {len(names) - shown:,} more"
 
 
 def path_exists(path: Path) -> bool:
@@ -55,17 +70,60 @@ def path_exists(path: Path) -> bool:
         return False
 
 
+_REPO_ID = re.compile(r"^(hf://)?[A-Za-z0-9][A-Za-z0-9_.\-]*/[A-Za-z0-9][A-Za-z0-9_.\-]*$")
+
+
+def looks_like_repo_id(source: str) -> bool:
+    if not _REPO_ID.match(source):
+        return False
+    # The Hub's own rules (length, "--", "..", trailing "."): huggingface_hub raises on the rest.
+    from huggingface_hub.errors import HFValidationError
+    from huggingface_hub.utils import validate_repo_id
+
+    try:
+        validate_repo_id(source.removeprefix("hf://"))
+    except HFValidationError:
+        return False
+    return True
+
+
+def too_large_reason(limit: int) -> str:
+    """How a file over `limit` is described, locally and on the Hub alike."""
+    return f"larger than {limit // (1024 * 1024)} MiB"
+
+
 def read_small_file(path: Path, limit: int = MAX_JSON_BYTES) -> bytes:
     """A JSON file's bytes; raises OSError, or ValueError when it is larger than `limit`."""
     with open(path, "rb") as handle:
         data = handle.read(limit + 1)
     if len(data) > limit:
-        raise ValueError(f"larger than {limit // (1024 * 1024)} MiB")
+        raise ValueError(too_large_reason(limit))
     return data
+
+
+def json_values_bound(text: str | bytes) -> int:
+    """An upper bound on the number of values in a JSON text, counted without parsing it.
+
+    Every value but the first follows a `[`, a `,` or a `:`; those characters inside strings
+    only make the bound looser.
+    """
+    if isinstance(text, str):
+        return 1 + text.count("[") + text.count(",") + text.count(":")
+    return 1 + text.count(b"[") + text.count(b",") + text.count(b":")
+
+
+def too_many_values(text: str | bytes) -> str | None:
+    """Why a JSON text is refused before parsing (too many values to hold in memory), or None."""
+    if json_values_bound(text) > MAX_JSON_VALUES:
+        return f"more than {MAX_JSON_VALUES:,} JSON values"
+    return None
 
 
 def parse_config_text(text: str, file: str) -> tuple[dict[str, Any] | None, list[Finding]]:
     """Parse config.json text; problems become DFT001 findings."""
+    refused = too_many_values(text)
+    if refused:
+        return None, [make_finding("DFT001", f"{file} holds {refused}: not a config", "restore config.json", file=file)]
     try:
         config, duplicates = loads_tracking_duplicates(text)
     except (ValueError, RecursionError) as exc:
@@ -86,7 +144,7 @@ def parse_config_text(text: str, file: str) -> tuple[dict[str, Any] | None, list
                 file=file,
             )
         ]
-    return config, hazard_findings(config, duplicates, file)
+    return config, hazard_findings(config, duplicates, file, text)
 
 
 def add_shard(loaded: LoadedCheckpoint, read: Any) -> ShardHeader | None:
@@ -125,6 +183,15 @@ def safe_shard_name(name: Any) -> str | None:
     """The reason a shard name from an index is unsafe, or None when it is fine."""
     if not isinstance(name, str) or not name:
         return f"shard name {name!r} is not a file name"
+    if (
+        name.isascii()
+        and ".." not in name
+        and "\\" not in name
+        and "\x00" not in name
+        and not name.startswith("/")
+        and name[1:2] != ":"
+    ):
+        return None  # the common case, decided without building a path (an index may name 100,000)
     # A lone surrogate (a legal JSON escape) cannot be encoded as a file name at all.
     if "\x00" in name or "\\" in name or any("\ud800" <= char <= "\udfff" for char in name):
         return f"shard name {name!r} has forbidden characters"
@@ -137,7 +204,17 @@ def safe_shard_name(name: Any) -> str | None:
 
 
 def parse_index(data: bytes, loaded: LoadedCheckpoint, file: str = INDEX_NAME) -> dict[str, str] | None:
-    """Validate index bytes (from disk or the Hub): a weight_map whose shard names stay inside the folder."""
+    """Validate index bytes (from disk or the Hub): a weight_map whose shard names stay inside the folder.
+
+    Unsafe entries become DFT004 findings (at most MAX_ENTRY_FINDINGS of them, then one that
+    counts the rest) and are kept in `loaded.unsafe_index_entries` for convert's refusal.
+    """
+    refused = too_many_values(data)
+    if refused:
+        loaded.findings.append(
+            make_finding("DFT004", f"{file} cannot be read: {refused}", "re-download the index", file=file)
+        )
+        return None
     try:
         index = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
@@ -154,51 +231,85 @@ def parse_index(data: bytes, loaded: LoadedCheckpoint, file: str = INDEX_NAME) -
         )
         return None
     valid: dict[str, str] = {}
+    unsafe = 0
     for tensor, shard in weight_map.items():
         problem = safe_shard_name(shard)
         if problem:
-            loaded.findings.append(
-                make_finding(
-                    "DFT004",
-                    f"{file}: tensor {tensor!r}: {problem}",
-                    "the index must name files inside the checkpoint folder",
-                    keys=(tensor,),
-                    file=file,
+            unsafe += 1
+            loaded.unsafe_index_entries.append(f"tensor {tensor!r}: {problem}")
+            if unsafe <= MAX_ENTRY_FINDINGS:
+                loaded.findings.append(
+                    make_finding(
+                        "DFT004",
+                        f"{file}: tensor {tensor!r}: {problem}",
+                        "the index must name files inside the checkpoint folder",
+                        keys=(tensor,),
+                        file=file,
+                    )
                 )
-            )
             continue
         valid[tensor] = shard
+    if unsafe > MAX_ENTRY_FINDINGS:
+        loaded.findings.append(
+            make_finding(
+                "DFT004",
+                f"{file}: {unsafe - MAX_ENTRY_FINDINGS:,} more entries name files outside the checkpoint folder",
+                "the index must name files inside the checkpoint folder",
+                file=file,
+            )
+        )
     return valid
 
 
 def check_index_against_shards(loaded: LoadedCheckpoint, weight_map: dict[str, str], unreadable: set[str]) -> None:
     """Every indexed tensor must sit in the shard the index names, and every stored tensor be indexed."""
     read_files = {s.file for s in loaded.shards}
-    for tensor, shard_name in weight_map.items():
-        if shard_name not in read_files or shard_name in unreadable:
-            continue
-        found = loaded.tensors.get(tensor)
-        if found is None or found.file != shard_name:
-            loaded.findings.append(
-                make_finding(
-                    "DFT004",
-                    f"{INDEX_NAME} puts {tensor!r} in {shard_name}, but that shard does not hold it",
-                    "regenerate the index from the shards",
-                    keys=(tensor,),
-                    file=shard_name,
-                )
+    misplaced = [
+        (tensor, shard_name)
+        for tensor, shard_name in weight_map.items()
+        if shard_name in read_files
+        and shard_name not in unreadable
+        and (loaded.tensors.get(tensor) is None or loaded.tensors[tensor].file != shard_name)
+    ]
+    for tensor, shard_name in misplaced[:MAX_ENTRY_FINDINGS]:
+        loaded.findings.append(
+            make_finding(
+                "DFT004",
+                f"{INDEX_NAME} puts {tensor!r} in {shard_name}, but that shard does not hold it",
+                "regenerate the index from the shards",
+                keys=(tensor,),
+                file=shard_name,
             )
-    for name, tensor_header in loaded.tensors.items():
-        if name not in weight_map:
-            loaded.findings.append(
-                make_finding(
-                    "DFT004",
-                    f"{tensor_header.file} holds {name!r}, which {INDEX_NAME} does not list (engines that follow the index never load it)",
-                    "regenerate the index from the shards",
-                    keys=(name,),
-                    file=tensor_header.file,
-                )
+        )
+    if len(misplaced) > MAX_ENTRY_FINDINGS:
+        loaded.findings.append(
+            make_finding(
+                "DFT004",
+                f"{INDEX_NAME} puts {len(misplaced) - MAX_ENTRY_FINDINGS:,} more tensors in shards that do not hold them",
+                "regenerate the index from the shards",
+                file=INDEX_NAME,
             )
+        )
+    unlisted = [(name, header.file) for name, header in loaded.tensors.items() if name not in weight_map]
+    for name, file in unlisted[:MAX_ENTRY_FINDINGS]:
+        loaded.findings.append(
+            make_finding(
+                "DFT004",
+                f"{file} holds {name!r}, which {INDEX_NAME} does not list (engines that follow the index never load it)",
+                "regenerate the index from the shards",
+                keys=(name,),
+                file=file,
+            )
+        )
+    if len(unlisted) > MAX_ENTRY_FINDINGS:
+        loaded.findings.append(
+            make_finding(
+                "DFT004",
+                f"{len(unlisted) - MAX_ENTRY_FINDINGS:,} more stored tensors are not listed in {INDEX_NAME}",
+                "regenerate the index from the shards",
+                file=INDEX_NAME,
+            )
+        )
 
 
 def is_offline() -> bool:

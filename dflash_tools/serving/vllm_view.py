@@ -72,6 +72,15 @@ def vllm_serving_findings(
                 "run inspect with the Python environment that runs vLLM",
             )
         ]
+    if capability.unreadable:
+        return [
+            make_finding(
+                "DFT052",
+                f"--engine vllm: vLLM's installed source files cannot be read ({capability.unreadable}), so how it "
+                "serves the draft was not checked",
+                "repair the vLLM install (pip install --force-reinstall vllm) in the environment that runs it",
+            )
+        ]
     if desc.algorithm is Algorithm.DSPARK or not geometry.sample_from_anchor:
         return []
     version = capability.version or "(unknown version)"

@@ -10,8 +10,11 @@ Paths are POSIX paths relative to the folder that holds the `vllm` package, e.g.
 from __future__ import annotations
 
 import ast
+import errno
 import hashlib
 import importlib.util
+import os
+import stat
 import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,17 +24,84 @@ SourceReader = Callable[[str], str | None]
 """Relative path -> file text, or None when the file does not exist."""
 
 
-def directory_reader(root: Path) -> SourceReader:
-    """Files under `root`, the folder that contains the `vllm` package (site-packages)."""
+# vLLM's largest source file is a few hundred kilobytes; a "source" beyond this is not one.
+MAX_SOURCE_BYTES = 8 * 1024 * 1024
 
-    def read(relative: str) -> str | None:
-        path = root.joinpath(*PurePosixPath(relative).parts)
+
+class DirectoryReader:
+    """Files under `root`, the folder that contains the `vllm` package (site-packages).
+
+    Only regular files are read (a FIFO would block the read forever, a link to /dev/zero would
+    fill memory), at most MAX_SOURCE_BYTES of each, and bytes that are not UTF-8 are decoded as
+    U+FFFD (the fingerprint then simply does not match). A file that exists but cannot be read
+    is answered as absent (None) and recorded in `problems`, one line per file, for the caller
+    to report. Nothing here raises for what is on disk: this runs inside vLLM's processes too.
+    """
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.problems: dict[str, str] = {}
+
+    def __call__(self, relative: str) -> str | None:
+        path = self.root.joinpath(*PurePosixPath(relative).parts)
         try:
-            return path.read_text(encoding="utf-8")
-        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            data = _read_regular_file(path)
+        except FileNotFoundError:
             return None
+        except _Unreadable as exc:
+            self.problems[relative] = str(exc)
+            return None
+        except OSError as exc:
+            if isinstance(exc, NotADirectoryError) or exc.errno in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
+                return None
+            self.problems[relative] = exc.strerror or type(exc).__name__
+            return None
+        return data.decode("utf-8", errors="replace")
 
-    return read
+
+class _Unreadable(Exception):
+    """A path that exists but is not something to read as a source file."""
+
+
+def _read_regular_file(path: Path) -> bytes:
+    # O_NONBLOCK: opening a FIFO must not wait for a writer; fstat on the open file then refuses
+    # anything but a regular file, whatever the path pointed at when it was checked.
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except IsADirectoryError:
+        raise _Unreadable("a folder, not a file") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise _Unreadable(f"not a regular file ({_file_kind(mode)})")
+        os.set_blocking(fd, True)
+        with os.fdopen(fd, "rb", closefd=True) as handle:
+            fd = -1
+            data = handle.read(MAX_SOURCE_BYTES + 1)
+    finally:
+        if fd >= 0:
+            os.close(fd)
+    if len(data) > MAX_SOURCE_BYTES:
+        raise _Unreadable(f"larger than {MAX_SOURCE_BYTES // (1024 * 1024)} MiB, not a source file")
+    return data
+
+
+def _file_kind(mode: int) -> str:
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    return "not a file"
+
+
+def directory_reader(root: Path) -> DirectoryReader:
+    """A reader of the source files under `root` (see DirectoryReader)."""
+    return DirectoryReader(root)
 
 
 def installed_package_root(package: str = "vllm") -> Path | None:

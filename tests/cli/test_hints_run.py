@@ -164,7 +164,10 @@ def test_a_typo_of_a_local_folder_says_so(tmp_path: Path, monkeypatch: pytest.Mo
     for env in ({"HF_HUB_OFFLINE": "1"}, {"HF_HUB_OFFLINE": "0", "HF_ENDPOINT": "http://127.0.0.1:9"}):
         code, stderr = run_process(["inspect", "checkpoints/my-draft"], env, tmp_path)
         assert code == 2
-        assert "no local folder checkpoints/my-draft, and no Hub repo of that name" in stderr
+        # Offline or unreachable, the Hub was not asked: the message says so rather than "no such repo".
+        assert (
+            "no local folder checkpoints/my-draft, and the Hub could not be asked about a repo of that name" in stderr
+        )
         assert "checkpoints/my-draft-v2" in stderr  # the close local name
         assert "hf download" not in stderr
 

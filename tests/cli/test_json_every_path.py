@@ -137,3 +137,36 @@ def test_success_and_findings_paths_print_one_document(args: list[str], exit_cod
         assert any(d.get("ok") is False and "error" in d for d in documents)
     if args[0] == "smoke-test":
         assert document["exit_code"] == code  # type: ignore[index]
+
+
+def test_environment_json_is_the_json_flag_on_every_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """DFLASH_TOOLS_FORMAT=json with no argument at all (where a person gets the help) prints the
+    very document `--json` prints, and its exit code: for each command and for the bare program.
+    In process, through the same `main()` as the `dflash-tools` script."""
+    from dflash_tools.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+    def run_main(args: list[str], env_json: bool) -> tuple[int, str]:
+        if env_json:
+            monkeypatch.setenv("DFLASH_TOOLS_FORMAT", "json")
+        else:
+            monkeypatch.delenv("DFLASH_TOOLS_FORMAT", raising=False)
+        monkeypatch.setattr(sys, "argv", ["dflash-tools", *args])
+        with pytest.raises(SystemExit) as exited:
+            main()
+        return int(exited.value.code or 0), capsys.readouterr().out
+
+    for command in ("inspect", "convert", "smoke-test"):
+        env_code, env_out = run_main([command], env_json=True)
+        flag_code, flag_out = run_main([command, "--json"], env_json=False)
+        assert env_code == flag_code == 2, (command, env_out)
+        assert "Usage:" not in env_out, "the help went to stdout in place of the document"
+        assert one_document(env_out) == one_document(flag_out), command
+    bare_code, bare_out = run_main([], env_json=True)
+    assert bare_code == 2
+    document = one_document(bare_out)
+    assert isinstance(document, dict) and document["error"]["kind"] == "usage"

@@ -1,4 +1,5 @@
-"""The fuzz campaign's quick mode (3,000 inputs through every parser) ends with 0 tracebacks.
+"""The fuzz campaign's quick mode (3,000 inputs through every parser, and hostile answers from a
+loopback stand-in Hub) ends with 0 tracebacks.
 
 The full campaign (`python fuzz/campaign.py`, 100,000 inputs) is run by hand; its figures are in
 docs/reliability.md.
@@ -27,5 +28,7 @@ def test_fuzz_campaign_quick_has_no_tracebacks(tmp_path: Path) -> None:
     assert "tracebacks: 0" in done.stdout
     # Every parser got inputs, and the real CLI ran on some of them.
     by_parser = re.search(r"inputs by parser: (.*)", done.stdout)
-    assert by_parser and all(name in by_parser.group(1) for name in ("header", "file", "index", "config", "checkpoint"))
+    assert by_parser and all(
+        name in by_parser.group(1) for name in ("header", "file", "index", "config", "checkpoint", "hub")
+    )
     assert not re.search(r"real CLI runs .*: 0$", done.stdout, re.MULTILINE)

@@ -197,11 +197,16 @@ def test_revision_passed_through(hub: HubServer) -> None:
     assert set(loaded.tensors) == {name for name, _, _ in TENSORS_B}
     paths = hub.paths()
     assert paths[0] == f"/api/models/{REPO}/revision/v2"
-    # JSON files go through hf_hub_download under the revision's name (so the cache records
-    # v2 -> sha); header ranges are pinned to the commit the revision resolved to.
-    assert f"/{REPO}/resolve/v2/config.json" in paths
-    headers = [p for p in paths if p.endswith(".safetensors")]
-    assert headers and all(f"/resolve/{v2_sha}/" in p for p in headers)
+    # Every file is read from the commit the revision resolved to: a push in between cannot mix
+    # two commits into one report.
+    assert paths[1:] == [f"/{REPO}/resolve/{v2_sha}/config.json", f"/{REPO}/resolve/{v2_sha}/model.safetensors"]
+
+
+def test_online_reads_write_nothing_into_the_cache(hub: HubServer) -> None:
+    hub.add_repo(REPO, sharded_files())
+    load()
+    load_hub_config(REPO, revision=None, token=None, timeout=5)
+    assert not Path(constants.HF_HUB_CACHE).exists()
 
 
 @pytest.mark.parametrize("shards", [1, 3])
@@ -450,7 +455,7 @@ def test_unwritable_cache_still_works_and_writes_nothing(
     assert loaded.config == CONFIG
     assert loaded.findings == []
     assert blocker.read_text() == "x"
-    # hf_hub_download gave up on the cache; the config came from a plain GET instead.
+    # The config is one GET into memory: the cache is never written, so it need not be writable.
     config_gets = [r for r in hub.requests if r.method == "GET" and r.path.endswith("config.json")]
     assert len(config_gets) == 1
 
@@ -583,8 +588,8 @@ def test_load_hub_config_errors(hub: HubServer, monkeypatch: pytest.MonkeyPatch)
         load_hub_config("org/missing", revision=None, token=None, timeout=5)
     with pytest.raises(SourceError, match="revision 'nope' does not exist"):
         load_hub_config("org/good", revision="nope", token=None, timeout=5)
-    # Offline: the cached copy works, anything else is a SourceError naming the repo.
-    load_hub_config("org/good", revision=None, token=None, timeout=5)
+    # Offline: a copy the user downloaded works, anything else is a SourceError naming the repo.
+    cache_files(["config.json"], repo="org/good")
     go_offline(monkeypatch)
     config, _ = load_hub_config("org/good", revision=None, token=None, timeout=5)
     assert config == CONFIG
@@ -597,7 +602,7 @@ def test_load_hub_config_errors(hub: HubServer, monkeypatch: pytest.MonkeyPatch)
 
 def test_load_hub_config_unreachable(hub: HubServer) -> None:
     hub.add_repo("org/good", {"config.json": config_bytes()})
-    load_hub_config("org/good", revision=None, token=None, timeout=5)  # now cached
+    cache_files(["config.json"], repo="org/good")
     hub.stop()
     started = time.monotonic()
     config, _ = load_hub_config("org/good", revision=None, token=None, timeout=5)
@@ -708,3 +713,68 @@ def test_cli_audit_of_an_author(hub: HubServer) -> None:
     assert "DFT010" in {f["code"] for f in broken["findings"]}
     table = CliRunner().invoke(app, ["inspect", "--author", "z-lab", "--search", "DFlash"])
     assert "3 source(s), 1 with errors or unreadable" in table.stdout
+
+
+# --------------------------------------------------------------------------------------------
+# The I/O policy: honest retries, one deadline per request
+# --------------------------------------------------------------------------------------------
+
+
+def test_retries_are_bounded_capped_and_quiet(hub: HubServer, capfd: pytest.CaptureFixture[str]) -> None:
+    hub.add_repo(REPO, {"config.json": config_bytes(), "model.safetensors": safetensors_bytes(TENSORS_A)})
+    hub.fail["/config.json"] = (503, "busy")
+    started = time.monotonic()
+    with pytest.raises(SourceError) as info:
+        load(timeout=10)
+    # Three attempts (two retries), 0.5 s then 1 s apart: not huggingface_hub's five, 1 + 2 + 4 + 8 s.
+    assert len([p for p in hub.paths() if p.endswith("/config.json")]) == 3
+    assert time.monotonic() - started < 4
+    assert info.value.message == f"{REPO}@main: the Hub failed with HTTP 503 for config.json: busy"
+    assert capfd.readouterr().err == ""  # no library logs its retries
+
+
+def test_retry_after_is_honoured_within_the_deadline_only(hub: HubServer) -> None:
+    hub.add_repo(REPO, {"config.json": config_bytes(), "model.safetensors": safetensors_bytes(TENSORS_A)})
+    hub.fail["/config.json"] = (429, "slow down")
+    hub.fail_headers["/config.json"] = {"Retry-After": "1"}
+    hub.fail_times["/config.json"] = 1
+    started = time.monotonic()
+    assert load(timeout=3).config == CONFIG  # waited the second it was asked to, then read it
+    assert 1 <= time.monotonic() - started < 3
+    hub.fail_times["/config.json"] = 1
+    started = time.monotonic()
+    with pytest.raises(SourceError) as info:
+        load(timeout=0.5)  # the wait does not fit: no wait, and the message says what was asked
+    assert time.monotonic() - started < 0.5
+    assert "asked to wait 1 s, longer than --timeout 0.5s allows" in info.value.message
+
+
+def test_a_dripped_answer_ends_at_the_deadline(hub: HubServer) -> None:
+    hub.add_repo(REPO, {"config.json": config_bytes(), "model.safetensors": safetensors_bytes(TENSORS_A)})
+    hub.drip["/config.json"] = 0.05  # every byte well within any read timeout: only a deadline ends it
+    started = time.monotonic()
+    with pytest.raises(SourceError) as info:
+        load(timeout=1)
+    assert time.monotonic() - started < 2.5  # the repo info, then one second for config.json
+    assert "did not answer within 1s for config.json" in info.value.message
+
+
+def test_headers_past_the_budget_are_not_read(hub: HubServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    from dflash_tools.reading.hub import headers
+
+    # The real budget is 32 MiB; three 64 KiB probes fit in 128 KiB, a fourth file's does not.
+    monkeypatch.setattr(headers, "MAX_REMOTE_HEADER_TOTAL", 3 * HEADER_PROBE_BYTES)
+    files = sharded_files()
+    files["model-00003-of-00004.safetensors"] = safetensors_bytes([("extra.a", "BF16", (2,))])
+    files["model-00004-of-00004.safetensors"] = safetensors_bytes([("extra.b", "BF16", (2,))])
+    index = json.loads(files[INDEX_NAME])
+    index["weight_map"].update(
+        {"extra.a": "model-00003-of-00004.safetensors", "extra.b": "model-00004-of-00004.safetensors"}
+    )
+    files[INDEX_NAME] = json.dumps(index).encode()
+    hub.add_repo(REPO, files)
+    loaded = load()
+    [finding] = [f for f in loaded.findings if f.code == "DFT005"]
+    assert "exceed" in finding.message and "model-00004-of-00004.safetensors not read" in finding.message
+    assert not loaded.weights_inspected  # a partial set would read as missing tensors
+    assert hub.bytes_served(REPO, "model-00004-of-00004.safetensors") == 0

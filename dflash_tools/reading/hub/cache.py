@@ -14,16 +14,17 @@ from dflash_tools.reading.checkpoint import (
     INDEX_NAME,
     LoadedCheckpoint,
     add_shard,
+    brief_names,
     check_index_against_shards,
     parse_index,
 )
 from dflash_tools.reading.hub.errors import offline_hint, one_line, weights_hint
-from dflash_tools.reading.hub.files import COMMIT_HASH, hub_checkpoint, read_cached_file
+from dflash_tools.reading.hub.files import COMMIT_HASH, SmallFile, hub_checkpoint, read_cached_file
 from dflash_tools.reading.hub.session import HubRepo
 from dflash_tools.reading.safetensors_header import read_local_header
 
 
-def cached_config(hub: HubRepo, why: str) -> bytes | None:
+def cached_config(hub: HubRepo, why: str) -> SmallFile | None:
     """The cached config.json of the revision; None when the cache knows the repo has none."""
     entry = try_to_load_from_cache(hub.repo_id, CONFIG_NAME, revision=hub.revision)
     if entry is None:
@@ -51,7 +52,15 @@ def load_from_cache(hub: HubRepo, *, unreachable: BaseException | None) -> Loade
 
     index_entry = try_to_load_from_cache(hub.repo_id, INDEX_NAME, revision=hub.revision)
     if isinstance(index_entry, str):
-        weight_map = parse_index(read_cached_file(Path(index_entry), hub), loaded)
+        index = read_cached_file(Path(index_entry), hub)
+        if index.data is None:
+            loaded.findings.append(
+                make_finding(
+                    "DFT004", f"{INDEX_NAME} cannot be read: {index.refused}", "re-download the index", file=INDEX_NAME
+                )
+            )
+            return loaded
+        weight_map = parse_index(index.data, loaded)
         if weight_map is None:
             return loaded
         shard_names = sorted(set(weight_map.values()))
@@ -71,7 +80,7 @@ def load_from_cache(hub: HubRepo, *, unreachable: BaseException | None) -> Loade
                 make_finding(
                     "DFT005",
                     f"{why}: {len(missing)} of {len(shard_names)} shards of {hub.label} are not in "
-                    f"the local cache, tensor shapes were not checked: {', '.join(missing)}",
+                    f"the local cache, tensor shapes were not checked: {brief_names(missing)}",
                     weights_hint(hub),
                     file=missing[0],
                 )

@@ -1,21 +1,25 @@
-"""Safetensors headers of Hub files through ranged GET requests: the header bytes only, never the weights."""
+"""Safetensors headers of Hub files through ranged GETs: the header bytes only, never the weights.
+
+Bounds: one deadline (--timeout) per file for all of its range requests; at most
+MAX_RANGE_REQUESTS requests per file; a header of at most MAX_REMOTE_HEADER_BYTES; at most
+MAX_REMOTE_SHARDS files, and MAX_REMOTE_HEADER_TOTAL header bytes in all, per checkpoint (what is
+parsed from them is what costs memory: about 10 bytes for each header byte).
+"""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from huggingface_hub import hf_hub_url
 from huggingface_hub.errors import RemoteEntryNotFoundError
-from huggingface_hub.utils import get_session, hf_raise_for_status
 
-from dflash_tools.reading.checkpoint import (
-    LoadedCheckpoint,
-    add_shard,
-)
-from dflash_tools.reading.hub.errors import RESUMABLE, IncompleteResponse, hub_errors
+from dflash_tools.reading.checkpoint import LoadedCheckpoint, add_shard
+from dflash_tools.reading.hub.errors import hub_errors
+from dflash_tools.reading.hub.http import Deadline, HubIncomplete, HubMalformed, request
 from dflash_tools.reading.hub.session import HubRepo
 from dflash_tools.reading.safetensors_header import (
     SafetensorsHeaderError,
@@ -28,9 +32,15 @@ from dflash_tools.reading.safetensors_header import (
 # for the largest DFlash2 draft), so one request almost always carries the whole header; a
 # larger header costs exactly one more request for the remainder.
 HEADER_PROBE_BYTES = 64 * 1024
-# Largest header read over the network (huggingface_hub's own limit for remote headers): a
-# corrupt length field must not turn a header read into a download of the weights.
-MAX_REMOTE_HEADER_BYTES = 25_000_000
+# Largest header read over the network. A big model's shard header is a few hundred kilobytes;
+# a corrupt length field must not turn a header read into a download of the weights, and a
+# parsed header takes about ten times its size in memory.
+MAX_REMOTE_HEADER_BYTES = 8 * 1024 * 1024
+# Header bytes read over the network for one checkpoint, all files together.
+MAX_REMOTE_HEADER_TOTAL = 32 * 1024 * 1024
+# Files whose headers are read over the network for one checkpoint. A draft has one or two;
+# the largest published models have a few hundred shards.
+MAX_REMOTE_SHARDS = 512
 # Ranged requests per file before giving up on a server that keeps sending short bodies.
 MAX_RANGE_REQUESTS = 64
 # Shards are fetched concurrently, at most this many at a time.
@@ -50,6 +60,23 @@ class Fetched:
     received: int = 0
     error: SafetensorsHeaderError | None = None
     missing: bool = False
+    over_budget: bool = False  # not read: the checkpoint's header budget was spent
+
+
+class HeaderBudget:
+    """MAX_REMOTE_HEADER_TOTAL bytes of headers for one checkpoint, shared by the fetching threads."""
+
+    def __init__(self, total: int | None = None) -> None:
+        self.left = MAX_REMOTE_HEADER_TOTAL if total is None else total
+        self._lock = threading.Lock()
+
+    def take(self, count: int) -> bool:
+        with self._lock:
+            if count > self.left:
+                self.left = 0
+                return False
+            self.left -= count
+            return True
 
 
 def add_fetched(loaded: LoadedCheckpoint, fetched: Fetched) -> None:
@@ -70,43 +97,49 @@ def _raiser(error: SafetensorsHeaderError) -> Callable[[], ShardHeader]:
     return read
 
 
-def fetch_headers(
-    hub: HubRepo,
-    pinned: str | None,
-    names: list[str],
-    sizes: dict[str, int | None],
-    *,
-    missing_ok: bool,
-) -> list[Fetched]:
-    """Fetch the headers of `names`, concurrently when there are several; results in order."""
+def fetch_headers(hub: HubRepo, pinned: str | None, names: list[str], *, missing_ok: bool) -> Iterator[Fetched]:
+    """Fetch the headers of `names` (concurrently when there are several), yielded in order.
+
+    Yielded one by one so that each raw header can be parsed and dropped before the next; the
+    first failure stops the fetches still waiting.
+    """
+    budget = HeaderBudget()
 
     def one(name: str) -> Fetched:
         with hub_errors(hub, name):
             try:
-                return _fetch_header(hub, pinned, name, sizes.get(name))
+                return _fetch_header(hub, pinned, name, budget)
             except RemoteEntryNotFoundError:
                 if not missing_ok:
                     raise
                 return Fetched(name=name, missing=True)
 
     if len(names) <= 1:
-        return [one(name) for name in names]
-    with ThreadPoolExecutor(max_workers=min(MAX_WORKERS, len(names))) as pool:
+        yield from (one(name) for name in names)
+        return
+    pool = ThreadPoolExecutor(max_workers=min(MAX_WORKERS, len(names)))
+    try:
         futures = [pool.submit(one, name) for name in names]
-        return [future.result() for future in futures]
+        for future in futures:
+            yield future.result()
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _fetch_header(hub: HubRepo, pinned: str | None, name: str, listed_size: int | None) -> Fetched:
-    """Ranged GETs until the 8-byte length and the whole JSON header have arrived."""
+def _fetch_header(hub: HubRepo, pinned: str | None, name: str, budget: HeaderBudget) -> Fetched:
+    """Ranged GETs until the 8-byte length and the whole JSON header have arrived, within one deadline."""
     url = hf_hub_url(hub.repo_id, name, revision=pinned)
     headers = hub.headers()
+    deadline = Deadline(hub.timeout)
     buffer = bytearray()
-    file_size = listed_size
+    file_size: int | None = None
     needed: int | None = None
     received = 0
+    if not budget.take(HEADER_PROBE_BYTES):
+        return Fetched(name, over_budget=True)
     for _ in range(MAX_RANGE_REQUESTS):
         end = needed if needed is not None else HEADER_PROBE_BYTES
-        chunk, size, got = _ranged_get(url, headers, len(buffer), end, hub.timeout)
+        chunk, size, got = _ranged_get(url, name, headers, len(buffer), end, deadline)
         received += got
         if size is not None:
             file_size = size
@@ -121,8 +154,11 @@ def _fetch_header(hub: HubRepo, pinned: str | None, name: str, listed_size: int 
                         "for headers read over the network",
                     )
             except SafetensorsHeaderError as exc:
-                return Fetched(name, bytes(buffer), file_size, received, error=exc)
+                return Fetched(name, bytes(buffer[:8]), file_size, received, error=exc)
             needed = 8 + length
+            if needed > HEADER_PROBE_BYTES and not budget.take(needed - HEADER_PROBE_BYTES):
+                return Fetched(name, received=received, over_budget=True)
+            del buffer[needed:]
         if needed is not None and len(buffer) >= needed:
             return Fetched(name, bytes(buffer[:needed]), file_size, received)
         if file_size is not None and len(buffer) >= file_size:
@@ -134,56 +170,46 @@ def _fetch_header(hub: HubRepo, pinned: str | None, name: str, listed_size: int 
             read_header_length(bytes(buffer), name, file_size)
         except SafetensorsHeaderError as exc:
             return Fetched(name, bytes(buffer), file_size, received, error=exc)
-    raise IncompleteResponse(f"got {len(buffer)} of {needed if needed is not None else 8} header bytes")
+    raise HubIncomplete(name, f"got {len(buffer)} of {needed if needed is not None else 8} header bytes")
 
 
 def _ranged_get(
-    url: str, headers: dict[str, str], start: int, end: int, timeout: float
+    url: str, name: str, headers: dict[str, str], start: int, end: int, deadline: Deadline
 ) -> tuple[bytes, int | None, int]:
     """Bytes [start, end) of the file at `url`: (data, total file size if known, bytes received).
 
-    The body is streamed and cut off once `end` is reached, so a server that ignores `Range`
-    and answers 200 with the whole file costs no more than the header.
+    At most `end - start` bytes are kept: a server that ignores `Range` and answers 200 with the
+    whole file costs no more than the header (the body is cut off there).
     """
     want = end - start
     request_headers = {**headers, "Range": f"bytes={start}-{end - 1}"}
-    with get_session().stream("GET", url, headers=request_headers, timeout=timeout) as response:
-        if response.status_code == 416:
-            match = _UNSATISFIED_RANGE.match(response.headers.get("Content-Range", ""))
-            return b"", int(match.group(1)) if match else start, 0
-        hf_raise_for_status(response)
-        total: int | None = None
-        skip = 0
-        if response.status_code == 206:
-            match = _CONTENT_RANGE.match(response.headers.get("Content-Range", ""))
-            if match is None or int(match.group(1)) != start:
-                raise IncompleteResponse(
-                    f"unexpected Content-Range {response.headers.get('Content-Range')!r} for bytes {start}-{end - 1}"
-                )
-            if match.group(3) != "*":
-                total = int(match.group(3))
-        else:  # 200: the server ignored the range and sends the file from byte 0
-            skip = start
-            length = response.headers.get("Content-Length")
-            if length is not None and length.isdigit() and "Content-Encoding" not in response.headers:
-                total = int(length)
-        data = bytearray()
-        received = 0
-        finished = False
-        try:
-            for chunk in response.iter_bytes():
-                received += len(chunk)
-                if skip:
-                    dropped = min(skip, len(chunk))
-                    chunk = chunk[dropped:]
-                    skip -= dropped
-                data += chunk
-                if len(data) >= want:
-                    break
-            else:
-                finished = True
-        except RESUMABLE:
-            pass  # keep what arrived; the caller asks for the rest
-        if finished and response.status_code == 200:
-            total = received  # the whole file went by
-        return bytes(data[:want]), total, received
+    answer = request(
+        url,
+        what=name,
+        headers=request_headers,
+        deadline=deadline,
+        limit=want,
+        cut=True,
+        accept=frozenset({416}),
+        skip=start,
+    )
+    if answer.status == 416:
+        match = _UNSATISFIED_RANGE.match(answer.headers.get("Content-Range", ""))
+        return b"", int(match.group(1)) if match else start, 0
+    if answer.status == 206:
+        match = _CONTENT_RANGE.match(answer.headers.get("Content-Range", ""))
+        if match is None or int(match.group(1)) != start:
+            raise HubIncomplete(
+                name, f"unexpected Content-Range {answer.headers.get('Content-Range')!r} for bytes {start}-{end - 1}"
+            )
+        return answer.body, None if match.group(3) == "*" else int(match.group(3)), answer.received
+    if answer.status != 200:
+        raise HubMalformed(name, f"HTTP {answer.status} to a range request")
+    # 200: the server ignored the range and sent the file from byte 0 (`skip` dropped the start).
+    total = None
+    length = answer.headers.get("Content-Length")
+    if length is not None and length.strip().isdigit() and len(length.strip()) <= 20:
+        total = int(length)
+    if answer.complete:
+        total = answer.received  # the whole file went by
+    return answer.body, total, answer.received

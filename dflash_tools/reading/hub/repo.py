@@ -2,29 +2,42 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import json
+from typing import Any
+from urllib.parse import urljoin
 
+import httpx2
+from huggingface_hub import constants
 from huggingface_hub.errors import OfflineModeIsEnabled
 
-from dflash_tools.draft.findings import make_finding
+from dflash_tools.draft.findings import Severity, make_finding
 from dflash_tools.errors import SourceError
 from dflash_tools.reading.checkpoint import (
     CONFIG_NAME,
     INDEX_NAME,
     LoadedCheckpoint,
+    brief_names,
     check_index_against_shards,
     is_offline,
+    looks_like_repo_id,
     parse_config_text,
     parse_index,
+    too_many_values,
 )
 from dflash_tools.reading.hub.cache import cached_config, load_from_cache
 from dflash_tools.reading.hub.errors import HUB_ERRORS, hub_errors, is_unreachable, one_line, to_source_error
-from dflash_tools.reading.hub.files import download_small_file, hub_checkpoint
-from dflash_tools.reading.hub.headers import add_fetched, fetch_headers
-from dflash_tools.reading.hub.session import HubRepo, effective_timeout, hf_api, model_info
-
-if TYPE_CHECKING:
-    from huggingface_hub import ModelInfo
+from dflash_tools.reading.hub.files import (
+    MAX_REPO_INFO_BYTES,
+    REPO_INFO,
+    RepoInfo,
+    SmallFile,
+    fetch_repo_info,
+    fetch_small_file,
+    hub_checkpoint,
+)
+from dflash_tools.reading.hub.headers import MAX_REMOTE_HEADER_TOTAL, MAX_REMOTE_SHARDS, add_fetched, fetch_headers
+from dflash_tools.reading.hub.http import Deadline, HubMalformed, request
+from dflash_tools.reading.hub.session import HubRepo, effective_timeout
 
 
 def load_hub_checkpoint(
@@ -39,22 +52,23 @@ def load_hub_checkpoint(
     `location` is `repo_id@revision`; `commit` is the commit the revision resolved to.
     `bytes_read` counts the bytes received from safetensors files (header ranges). Raises
     SourceError when the repo cannot be found or reached; a repo that exists but is broken
-    comes back with findings (DFT001, DFT003, DFT004, DFT005).
+    comes back with findings (DFT001, DFT003, DFT004, DFT005). Each request ends within
+    `timeout` seconds (see reading.hub.http).
     """
     hub = HubRepo(repo_id, revision, token, effective_timeout(timeout))
     if is_offline():
         return load_from_cache(hub, unreachable=None)
     try:
-        info = model_info(hub)
+        info = fetch_repo_info(hub)
     except OfflineModeIsEnabled:
         return load_from_cache(hub, unreachable=None)
     except HUB_ERRORS as exc:
         if not is_unreachable(exc):
-            raise to_source_error(exc, hub, "the repo info") from exc
+            raise to_source_error(exc, hub, REPO_INFO) from exc
         try:
             return load_from_cache(hub, unreachable=exc)
         except SourceError:
-            raise to_source_error(exc, hub, "the repo info") from exc
+            raise to_source_error(exc, hub, REPO_INFO) from exc
     return _load_online(hub, info)
 
 
@@ -71,44 +85,44 @@ def load_hub_config(
     Multimodal configs are returned as they are (the caller picks `text_config`).
     """
     hub = HubRepo(repo_id, revision, token, effective_timeout(timeout))
-    data: bytes | None
+    config: SmallFile | None
     if is_offline():
-        data = cached_config(hub, "HF_HUB_OFFLINE is set")
+        config = cached_config(hub, "HF_HUB_OFFLINE is set")
     else:
-        # Resolve the commit first (one request, no retries): hf_hub_download alone would spend
-        # ~25 s in its own retry loop before admitting that the Hub is unreachable.
+        # The commit first (one request): the config is then read from that commit.
         try:
-            info = model_info(hub, files_metadata=False)
+            info = fetch_repo_info(hub)
         except OfflineModeIsEnabled:
-            data = cached_config(hub, "HF_HUB_OFFLINE is set")
+            config = cached_config(hub, "HF_HUB_OFFLINE is set")
         except HUB_ERRORS as exc:
             if not is_unreachable(exc):
-                raise to_source_error(exc, hub, "the repo info") from exc
+                raise to_source_error(exc, hub, REPO_INFO) from exc
             try:
-                data = cached_config(hub, "the Hub is unreachable")
+                config = cached_config(hub, "the Hub is unreachable")
             except SourceError:
-                raise to_source_error(exc, hub, "the repo info") from exc
+                raise to_source_error(exc, hub, REPO_INFO) from exc
         else:
-            listing = None if info.siblings is None else {s.rfilename for s in info.siblings}
-            data = None
-            if listing is None or CONFIG_NAME in listing:
+            config = None
+            if info.files is None or CONFIG_NAME in info.files:
                 with hub_errors(hub, CONFIG_NAME):
-                    data = download_small_file(hub, CONFIG_NAME, info.sha)
-    if data is None:
+                    config = fetch_small_file(hub, CONFIG_NAME, info.commit or hub.revision)
+    if config is None:
         raise SourceError(
             f"{hub.label} has no {CONFIG_NAME}",
             "pass the repo id of the model itself (the one holding config.json), or check --revision",
         )
     name = f"{repo_id}/{CONFIG_NAME}"
+    if config.data is None:
+        raise SourceError(f"{name} is {config.refused}: not a config", "check the repo on the Hub")
     try:
-        text = data.decode("utf-8")
+        text = config.data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise SourceError(f"{name} is not UTF-8 text: {exc}", "check the repo on the Hub") from None
-    config, findings = parse_config_text(text, name)
-    if config is None:
+    parsed, findings = parse_config_text(text, name)
+    if parsed is None:
         message = findings[0].message if findings else f"{name} cannot be parsed"
         raise SourceError(one_line(message), "check the repo on the Hub")
-    return config, hub.label
+    return parsed, hub.label
 
 
 def list_hub_models(
@@ -117,8 +131,13 @@ def list_hub_models(
     *,
     token: str | None,
     limit: int = 200,
+    timeout: float | None = None,
 ) -> list[str]:
-    """Repo ids of the Hub models matching `author` and `search` (at most `limit`)."""
+    """Repo ids of the Hub models matching `author` and `search` (at most `limit`).
+
+    Read like the repo info (reading.hub.http): each page within --timeout and 16 MiB, at most
+    MODEL_LIST_PAGES pages, every id checked to be a repo id (a hostile list could name paths).
+    """
     filters = [f"author={author}" if author else "", f"search={search}" if search else ""]
     subject = " ".join(part for part in filters if part) or "all models"
     if limit < 1:
@@ -128,58 +147,124 @@ def list_hub_models(
             f"listing Hub models ({subject}) needs the network, but HF_HUB_OFFLINE is set",
             "unset HF_HUB_OFFLINE, or pass the repo ids you have cached",
         )
-    hub = HubRepo(subject, None, token, effective_timeout(None))
+    hub = HubRepo(subject, None, token, effective_timeout(timeout))
+    url = f"{constants.ENDPOINT}/api/models"
+    params: dict[str, str] | None = {
+        key: value
+        for key, value in (("author", author), ("search", search), ("limit", str(min(limit, MODELS_PER_PAGE))))
+        if value
+    }
+    ids: list[str] = []
     try:
-        models = hf_api(token).list_models(author=author, search=search, limit=limit, token=token)
-        return [model.id for model in models]
+        for _ in range(MODEL_LIST_PAGES):
+            answer = request(
+                url,
+                what="the model list",
+                headers=hub.headers(),
+                deadline=Deadline(hub.timeout),
+                limit=MAX_REPO_INFO_BYTES,
+                params=params,
+            )
+            ids += parse_model_list(answer.body)
+            following = httpx2.Response(200, headers=answer.headers).links.get("next", {}).get("url")
+            if len(ids) >= limit or not following:
+                break
+            url, params = urljoin(url, following), None
     except HUB_ERRORS as exc:
         raise to_source_error(exc, hub, "the model list", listing=True) from exc
+    return ids[:limit]
 
 
-def _load_online(hub: HubRepo, info: ModelInfo) -> LoadedCheckpoint:
-    commit = info.sha if isinstance(info.sha, str) and info.sha else None
+# The Hub sends at most this many models per page of its list; pages followed at most.
+MODELS_PER_PAGE = 1000
+MODEL_LIST_PAGES = 10
+
+
+def parse_model_list(data: bytes) -> list[str]:
+    """The `id` of every model in a page of the model list; anything else is a malformed answer."""
+    what = "the model list"
+    if too_many_values(data):
+        raise HubMalformed(what, "more JSON values than any page of models holds")
+    try:
+        models = json.loads(data)
+    except (ValueError, RecursionError) as exc:
+        raise HubMalformed(what, f"not JSON ({one_line(str(exc), 80)})") from None
+    if not isinstance(models, list):
+        raise HubMalformed(what, "not a JSON list")
+    ids = []
+    for model in models:
+        repo_id = model.get("id") if isinstance(model, dict) else None
+        if not isinstance(repo_id, str) or not looks_like_repo_id(repo_id) or repo_id.startswith("hf://"):
+            raise HubMalformed(what, f"an entry whose id is not a repo id ({ascii(repo_id)[:60]})")
+        ids.append(repo_id)
+    return ids
+
+
+def _load_online(hub: HubRepo, info: RepoInfo) -> LoadedCheckpoint:
     # Everything read after this belongs to the resolved commit, so a push in between cannot
     # mix files of two commits into one report.
-    pinned = commit or hub.revision
-    listing: dict[str, int | None] | None = None
-    if info.siblings is not None:
-        listing = {sibling.rfilename: sibling.size for sibling in info.siblings}
-    data: bytes | None = None
-    if listing is None or CONFIG_NAME in listing:
+    pinned = info.commit or hub.revision
+    config: SmallFile | None = None
+    if info.files is None or CONFIG_NAME in info.files:
         with hub_errors(hub, CONFIG_NAME):
-            data = download_small_file(hub, CONFIG_NAME, pinned)
-    loaded = hub_checkpoint(hub, commit, data)
-    _read_remote_weights(hub, pinned, listing, loaded)
+            config = fetch_small_file(hub, CONFIG_NAME, pinned)
+    loaded = hub_checkpoint(hub, info.commit, config)
+    _read_remote_weights(hub, pinned, info.files, loaded)
     return loaded
 
 
 def _read_remote_weights(
-    hub: HubRepo, pinned: str | None, listing: dict[str, int | None] | None, loaded: LoadedCheckpoint
+    hub: HubRepo, pinned: str | None, listing: frozenset[str] | None, loaded: LoadedCheckpoint
 ) -> None:
-    sizes = listing or {}
-    index_data: bytes | None = None
+    index: SmallFile | None = None
     if listing is None or INDEX_NAME in listing:
         with hub_errors(hub, INDEX_NAME):
-            index_data = download_small_file(hub, INDEX_NAME, pinned)
+            index = fetch_small_file(hub, INDEX_NAME, pinned)
 
-    if index_data is not None:
-        weight_map = parse_index(index_data, loaded)
+    if index is not None:
+        if index.data is None:
+            loaded.findings.append(
+                make_finding(
+                    "DFT004", f"{INDEX_NAME} cannot be read: {index.refused}", "re-download the index", file=INDEX_NAME
+                )
+            )
+            return
+        weight_map = parse_index(index.data, loaded)
+        index.data = None
         if weight_map is None:
+            return
+        shard_names = sorted(set(weight_map.values()))
+        if _too_many_shards(hub, loaded, len(shard_names), f"{INDEX_NAME} names"):
             return
         reported: set[str] = set()
         to_fetch: list[str] = []
-        for shard_name in sorted(set(weight_map.values())):
+        for shard_name in shard_names:
             if listing is not None and shard_name not in listing:
-                _missing_shard(loaded, shard_name, hub)
+                _missing_shard(loaded, shard_name, hub, len(reported))
                 reported.add(shard_name)
             else:
                 to_fetch.append(shard_name)
-        for fetched in fetch_headers(hub, pinned, to_fetch, sizes, missing_ok=True):
+        skipped: list[str] = []
+        for fetched in fetch_headers(hub, pinned, to_fetch, missing_ok=True):
             if fetched.missing:
-                _missing_shard(loaded, fetched.name, hub)
+                _missing_shard(loaded, fetched.name, hub, len(reported))
                 reported.add(fetched.name)
+            elif fetched.over_budget:
+                skipped.append(fetched.name)
             else:
                 add_fetched(loaded, fetched)
+        if len(reported) > MAX_MISSING_FINDINGS:
+            loaded.findings.append(
+                make_finding(
+                    "DFT004",
+                    f"{INDEX_NAME} names {len(reported) - MAX_MISSING_FINDINGS:,} more shards that do not exist in {hub.label}",
+                    "upload the missing shards, or regenerate the index from the shards",
+                    file=INDEX_NAME,
+                )
+            )
+        if skipped:
+            _over_budget(hub, loaded, skipped)
+            return
         check_index_against_shards(loaded, weight_map, reported)
         return
 
@@ -187,14 +272,22 @@ def _read_remote_weights(
         names = ["model.safetensors"]
     else:
         names = sorted(n for n in listing if n.endswith(".safetensors") and "/" not in n)
+    if _too_many_shards(hub, loaded, len(names), "the repo holds"):
+        return
     fetched_any = False
-    for fetched in fetch_headers(hub, pinned, names, sizes, missing_ok=listing is None):
-        if not fetched.missing:
+    skipped = []
+    for fetched in fetch_headers(hub, pinned, names, missing_ok=listing is None):
+        if fetched.over_budget:
+            skipped.append(fetched.name)
+        elif not fetched.missing:
             fetched_any = True
             add_fetched(loaded, fetched)
+    if skipped:
+        _over_budget(hub, loaded, skipped)
+        return
     if not fetched_any:
         loaded.weights_inspected = False
-        others = sorted(n for n in sizes if n.endswith((".bin", ".pt", ".pth", ".gguf")))
+        others = sorted(n for n in listing or () if n.endswith((".bin", ".pt", ".pth", ".gguf")))
         hint = (
             f"the repo holds {', '.join(others[:3])}: only safetensors headers can be checked"
             if others
@@ -203,12 +296,56 @@ def _read_remote_weights(
         loaded.findings.append(make_finding("DFT005", f"no *.safetensors files at the root of {hub.label}", hint))
 
 
-def _missing_shard(loaded: LoadedCheckpoint, shard_name: str, hub: HubRepo) -> None:
+# Missing shards reported one by one before one finding counts the rest.
+MAX_MISSING_FINDINGS = 50
+
+
+def _missing_shard(loaded: LoadedCheckpoint, shard_name: str, hub: HubRepo, already: int) -> None:
+    if already >= MAX_MISSING_FINDINGS:
+        return
     loaded.findings.append(
         make_finding(
             "DFT004",
             f"{INDEX_NAME} names {shard_name}, which does not exist in {hub.label}",
             "upload the missing shard, or regenerate the index from the shards",
             file=shard_name,
+        )
+    )
+
+
+def _download_hint(hub: HubRepo) -> str:
+    revision = f" --revision {hub.revision}" if hub.revision else ""
+    return (
+        f"download the repo (`hf download {hub.repo_id}{revision}`) and inspect the folder, where no such limit applies"
+    )
+
+
+def _too_many_shards(hub: HubRepo, loaded: LoadedCheckpoint, count: int, what: str) -> bool:
+    """More shards than are read over the network: none is read (a partial set would read as missing tensors)."""
+    if count <= MAX_REMOTE_SHARDS:
+        return False
+    loaded.weights_inspected = False
+    loaded.findings.append(
+        make_finding(
+            "DFT005",
+            f"{what} {count:,} safetensors files, more than the {MAX_REMOTE_SHARDS} whose headers are read over "
+            "the network (a draft has one or two): tensor shapes were not checked",
+            _download_hint(hub),
+            severity=Severity.WARNING,
+        )
+    )
+    return True
+
+
+def _over_budget(hub: HubRepo, loaded: LoadedCheckpoint, skipped: list[str]) -> None:
+    loaded.weights_inspected = False
+    loaded.findings.append(
+        make_finding(
+            "DFT005",
+            f"the safetensors headers of {hub.label} exceed {MAX_REMOTE_HEADER_TOTAL // (1024 * 1024)} MiB in all, "
+            f"more than is read over the network: {brief_names(skipped)} not read, tensor shapes were not checked",
+            _download_hint(hub),
+            severity=Severity.WARNING,
+            file=skipped[0],
         )
     )

@@ -1,18 +1,14 @@
-"""One Hub repo reference (`HubRepo`), and huggingface_hub clients that identify dflash-tools."""
+"""One Hub repo reference (`HubRepo`): its id, revision, token and the --timeout of its requests."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from urllib.parse import quote
 
 from huggingface_hub import constants
 from huggingface_hub.utils import build_hf_headers
 
 from dflash_tools._version import __version__
-
-if TYPE_CHECKING:
-    from huggingface_hub import HfApi, ModelInfo
-
 
 LIBRARY_NAME = "dflash-tools"
 
@@ -22,7 +18,7 @@ class HubRepo:
     repo_id: str
     revision: str | None
     token: str | None
-    timeout: float
+    timeout: float  # seconds: the deadline of every request (see reading.hub.http)
 
     @property
     def label(self) -> str:
@@ -30,25 +26,18 @@ class HubRepo:
 
     def headers(self) -> dict[str, str]:
         headers = build_hf_headers(token=self.token, library_name=LIBRARY_NAME, library_version=library_version())
-        # Byte ranges must address the file itself, never a compressed encoding of it.
+        # Byte ranges and size caps must address the file itself, never a compressed encoding of it.
         headers["Accept-Encoding"] = "identity"
         return headers
 
-
-def hf_api(token: str | None) -> HfApi:
-    from huggingface_hub import HfApi
-
-    return HfApi(token=token, library_name=LIBRARY_NAME, library_version=library_version())
-
-
-def model_info(hub: HubRepo, *, files_metadata: bool = True) -> ModelInfo:
-    return hf_api(hub.token).model_info(
-        hub.repo_id, revision=hub.revision, files_metadata=files_metadata, timeout=hub.timeout
-    )
+    def repo_info_url(self) -> str:
+        """The Hub API answer `HfApi.model_info` reads (the same URL, built the same way)."""
+        url = f"{constants.ENDPOINT}/api/models/{self.repo_id}"
+        return url if self.revision is None else f"{url}/revision/{quote(self.revision, safe='')}"
 
 
 def effective_timeout(timeout: float | None) -> float:
-    # huggingface_hub's shared client has no timeout of its own: never send a request without one.
+    # Never send a request without a deadline: huggingface_hub's own default when none is given.
     return float(timeout) if timeout is not None else float(constants.HF_HUB_DOWNLOAD_TIMEOUT)
 
 
