@@ -88,7 +88,8 @@ def decide_geometry(
     decisions: list[Decision] | None = None,
     warnings: list[str] | None = None,
 ) -> Geometry:
-    """B and SFA for the output, with how each was decided (SPEC §2, §8).
+    """B and SFA for the output, with how each was decided (docs/rules.md, "How sample_from_anchor is
+    decided" and "Decisions").
 
     The flags replace the file's statements, then `geometry.resolve_geometry` decides exactly as
     `inspect` does; this function only adds convert's policy on top: explicit values that

@@ -28,7 +28,7 @@ TARGET_FAMILIES = ("zlab", "speculators")
 
 
 def check_cross_dialect(desc: DraftDescription, destination: str) -> None:
-    """Refuse every translation that would change behaviour without saying so (SPEC §3)."""
+    """Refuse every translation that would change behaviour without saying so (docs/rules.md, "Dialects")."""
     family = desc.dialect.family
     if family not in TARGET_FAMILIES or desc.algorithm not in (Algorithm.DFLASH, Algorithm.DFLASH2):
         raise OperationError(

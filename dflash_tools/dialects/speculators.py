@@ -194,7 +194,7 @@ def render(
     raw = desc.raw_config
     kind = desc.algorithm.value
     # z-lab `is_causal: false` makes every layer bidirectional; without it sliding layers are
-    # causal and full layers bidirectional, which is speculators' `false` (SPEC §8).
+    # causal and full layers bidirectional, which is speculators' `false` (docs/rules.md, "Decisions").
     non_causal = sliding_window_non_causal(desc) if desc.dialect.family == "speculators" else desc.is_causal is False
     base = base_config
     base_keys = set(base) if base is not None else set()

@@ -2,7 +2,8 @@
 
 Readers record evidence exactly as the file states it (including where each value was found), so
 that geometry can say how it decided and checks can name the exact keys. Nothing here applies
-defaults that the SPEC asks us to report: `geometry.py` does that.
+defaults that are to be reported as defaults (docs/rules.md, "How sample_from_anchor is
+decided"): `geometry.py` does that.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Geometry: the one place that knows how block_size, sample_from_anchor, K and query counts relate.
 
-SPEC §2. B = trained block_size, SFA = sample_from_anchor, K = draft tokens per step,
+docs/rules.md, "Geometry". B = trained block_size, SFA = sample_from_anchor, K = draft tokens per step,
 Q = query positions per request per step.
 
     bonus-anchor (SFA false): K_max = B - 1, Q = K + 1
@@ -19,7 +19,8 @@ from dflash_tools.draft.config_keys import primary_path
 from dflash_tools.draft.description import Algorithm, Dialect, DraftDescription, ValueSource
 from dflash_tools.draft.findings import Finding, make_finding
 
-# What a dialect means when it does not say sample_from_anchor (SPEC §2).
+# What a dialect means when it does not say sample_from_anchor (docs/rules.md, "How
+# sample_from_anchor is decided").
 _SFA_DEFAULTS: dict[tuple[Dialect, Algorithm], bool] = {
     (Dialect.SPECULATORS_DFLASH, Algorithm.DFLASH): False,
     (Dialect.SPECULATORS_DFLASH2, Algorithm.DFLASH2): False,
@@ -371,7 +372,7 @@ def _check_proposal_tokens(
 
 
 def check_serving_k(desc: DraftDescription, geometry: Geometry) -> list[Finding]:
-    """Rules for a requested K (SPEC §2)."""
+    """Rules for a requested K (docs/rules.md, "Geometry")."""
     k = geometry.num_speculative_tokens
     k_max = geometry.max_speculative_tokens
     values = {"num_speculative_tokens": k, "max_speculative_tokens": k_max, "block_size": geometry.block_size}

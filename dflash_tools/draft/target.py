@@ -1,4 +1,5 @@
-"""Pairing a draft with its target model (SPEC §5): config.json of the target only."""
+"""Pairing a draft with its target model (docs/rules.md, "Pairing with the target"): config.json of the
+target only."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Expected tensor table from a draft description (SPEC §4), compared with the stored headers.
+"""Expected tensor table from a draft description (docs/rules.md, "Tensors"), compared with the stored headers.
 
 No tensor shape depends on K: these are completeness and consistency checks. vLLM's DFlash
 loaders do not report missing tensors (a missing conv kernel serves uninitialized memory), which

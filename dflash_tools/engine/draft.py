@@ -56,7 +56,7 @@ class LayerAttention:
 
 
 def layer_attention(desc: DraftDescription) -> list[LayerAttention]:
-    """Each layer's causality and sliding window, as the draft was trained (SPEC §8).
+    """Each layer's causality and sliding window, as the draft was trained (docs/rules.md, "Decisions").
 
     z-lab: top-level `is_causal` for every layer, else `dflash_config.causal` for every layer, else
     sliding layers causal and full-attention layers bidirectional. speculators / Open Spec:

@@ -36,13 +36,14 @@ class Floor:
         }
 
 
-# research/checkpoints-and-pains.md §4, "hard fail": below these a run is a silent
-# misconfiguration (layout, layer ids, vocabulary, causality, runner), whatever the draft.
+# Below these a run is a silent misconfiguration (layout, layer ids, vocabulary, causality,
+# runner), whatever the draft: a working draft of any family clears them by far
+# (docs/smoke-test.md, "Presets"; docs/rules.md, "Reference numbers").
 SANITY_FLOOR = Floor(
     mean_acceptance_length=1.2,
     first_position_rate=0.3,
-    provenance="sanity floor (research/checkpoints-and-pains.md §4 'hard fail' heuristics): mean acceptance "
-    "length above 1.2 and position-0 acceptance of at least 0.3; below that the draft is misconfigured",
+    provenance="sanity floor (docs/smoke-test.md): mean acceptance length above 1.2 and position-0 acceptance "
+    "of at least 0.3; below that the draft is misconfigured",
 )
 
 

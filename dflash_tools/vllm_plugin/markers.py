@@ -1,7 +1,8 @@
 """Marker files: how the plugin tells the launcher, from every vLLM process, what it did.
 
-A run must never proceed with the plugin silently inactive (research/vllm-dflash.md §5.4 risk 3:
-without it, V1 serves anchor-first drafts in the wrong layout). The launcher points
+A run must never proceed with the plugin silently inactive: without it, vLLM refuses an
+anchor-first draft, or, on 0.33.0's V1 runner, drafts it in the wrong layout (docs/tier-vllm.md,
+"The refuse path"). The launcher points
 `DFLASH_TOOLS_PLUGIN_MARKER_DIR` at an empty folder; the plugin writes one JSON file per event
 (plugin status at load, each speculator it saw constructed) from whichever process it runs in,
 and the launcher reads them back. Outside a smoke test the variable is unset and nothing is

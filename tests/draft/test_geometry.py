@@ -1,4 +1,4 @@
-"""Geometry (SPEC §2): K or K+1 query positions, sample_from_anchor provenance, serving-K rules."""
+"""Geometry (docs/rules.md, "Geometry"): K or K+1 query positions, sample_from_anchor provenance, serving-K rules."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Pairing with the target (SPEC §5): DFT030-DFT034, local and multimodal targets."""
+"""Pairing with the target (docs/rules.md, "Pairing with the target"): DFT030-DFT034, local and multimodal targets."""
 
 from __future__ import annotations
 

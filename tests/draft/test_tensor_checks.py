@@ -1,4 +1,4 @@
-"""Tensor table against the config (SPEC §4): DFT020-DFT023, counts and parameters."""
+"""Tensor table against the config (docs/rules.md, "Tensors"): DFT020-DFT023, counts and parameters."""
 
 from __future__ import annotations
 

@@ -171,7 +171,7 @@ def test_layout_only_where_vllm_does_not_read_it_is_served_through_overrides(tmp
     assert run.request is not None
     assert run.request["draft_config_overrides"] == {"dflash_config.sample_from_anchor": True}
     assert "DFT011" in [f.code for f in draft.findings]
-    # speculators DSpark without the key: the SPEC default is anchor-first, vLLM 0.33.0's is not.
+    # speculators DSpark without the key: our default is anchor-first (docs/rules.md), vLLM 0.33.0's is not.
     dspark = plan_for(tmp_path / "d", "speculators-dspark", replace(testing.TINY_DSPARK, sample_from_anchor=None))
     assert dspark.runs[0].request is not None
     assert dspark.runs[0].request["draft_config_overrides"] == {"sample_from_anchor": True}
@@ -268,7 +268,7 @@ def test_torch_engine_plan(tmp_path: Path) -> None:
 
 
 def test_floors_and_expectations(tmp_path: Path) -> None:
-    floor = Floor(mean_acceptance_length=4.0, provenance="SPEC §7")
+    floor = Floor(mean_acceptance_length=4.0, provenance="docs/rules.md, Reference numbers")
     entry_floor = plan_for(tmp_path, "zlab-dflash", testing.TINY)
     assert entry_floor.floor == SANITY_FLOOR
     draft = testing.write_checkpoint(tmp_path / "d2", "zlab-dflash", testing.TINY)
