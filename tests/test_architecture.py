@@ -9,6 +9,7 @@ implicit edges are not counted, or every package that re-exports its modules wou
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -177,3 +178,24 @@ def test_the_core_imports_neither_typer_nor_rich() -> None:
                 names = [node.module or ""]
             offenders += [f"{module}: {n}" for n in names if n.split(".")[0] in ("typer", "rich")]
     assert not offenders
+
+
+def test_nothing_cites_notes_outside_the_repository() -> None:
+    """Code, tests, docs and scripts cite the project's own docs (docs/rules.md, ...) or engine files,
+    never the steering notes that live beside the checkout (their SPEC or research/ files)."""
+    pattern = re.compile(r"\bSPEC\s*§|\bthe SPEC\b|research/[a-z-]+\.md|\.\./shared\b|shared/SPEC")
+    roots = ["dflash_tools", "tests", "bench", "fuzz", "docs", ".ci", "configs"]
+    files = [p for root in roots for p in (ROOT / root).rglob("*") if p.is_file() and p.suffix in SOURCE_SUFFIXES]
+    files += [ROOT / "README.md", ROOT / "pyproject.toml"]
+    this = Path(__file__).resolve()
+    found = [
+        f"{path.relative_to(ROOT)}:{number}"
+        for path in files
+        if path.resolve() != this
+        for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1)
+        if pattern.search(line)
+    ]
+    assert found == []
+
+
+SOURCE_SUFFIXES = {".py", ".md", ".sh", ".toml", ".json", ".txt"}
