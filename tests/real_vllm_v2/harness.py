@@ -133,64 +133,48 @@ def set_up_kv_cache(config: Any, speculator: Any, num_blocks_per_req: int) -> Kv
 
 
 @dataclasses.dataclass
-class Request:
-    """One request of the batch: its reference target (own KV cache) and reference draft state."""
+class Row:
+    """One request's part of the target batch vLLM just ran, and what the runner tells `propose()`
+    about it: how many of those tokens the target rejected, how many it sampled, the last one."""
 
-    prompt: list[int]
+    tokens: list[int]
+    positions: list[int]
     state_index: int  # vLLM's req_state_idx (not the batch row, on purpose)
     block_ids: list[int]
-    target: Any
-    draft_state: Any
-    # The target batch this request contributed to the last step, and what it left to draft from.
-    tokens: list[int] = dataclasses.field(default_factory=list)
-    positions: list[int] = dataclasses.field(default_factory=list)
-    captured: Any = None
     num_rejected: int = 0
-    num_sampled: int = 1  # tokens the target sampled for it last step: the accepted drafts and the bonus
+    num_sampled: int = 1  # the accepted drafts and the bonus token (the first token after a prompt)
     bonus: int = 0
-    anchor_position: int = 0
-    output: list[int] = dataclasses.field(default_factory=list)
+
+    @property
+    def anchor_position(self) -> int:
+        """Where the bonus token goes: right after the last target token that was kept."""
+        return self.positions[-1] + 1 - self.num_rejected
 
 
-def load_reference(case: dict[str, Any], num_requests: int) -> tuple[Any, list[Any], list[int]]:
+def write_block_tables(kv: KvState, rows: list[Row]) -> None:
+    """The forward pass's block tables, one row per batch row (vLLM gathers them with a kernel
+    that follows raw pointers, which the interpreter does not)."""
     import torch
 
-    from dflash_tools.engine import weights
-    from dflash_tools.engine.draft import DraftModel
-    from dflash_tools.engine.target import load_target
-
-    cpu = torch.device("cpu")
-    targets = [
-        load_target(case["target"], device=cpu, dtype=torch.float32, implementation="builtin")
-        for _ in range(num_requests)
-    ]
-    checkpoint = weights.load_draft(case["draft"], revision=None, overrides={})
-    draft = DraftModel(
-        checkpoint.description,
-        checkpoint.tensors,
-        target_embeddings=targets[0].embedding_weight(),
-        target_lm_head=targets[0].lm_head_weight(),
-        device=cpu,
-        dtype=torch.float32,
-        use_selector=True if case["algorithm"] == "dflash2" else None,
-    )
-    capture = [layer + 1 for layer in draft.desc.target_layer_ids]
-    return draft, targets, capture
+    table = kv.block_tables.input_block_tables[kv.group_id]
+    table.zero_()
+    for batch_row, row in enumerate(rows):
+        table[batch_row, : len(row.block_ids)] = torch.tensor(row.block_ids, dtype=torch.int32)
 
 
-def make_input_batch(requests: list[Request], buffers: Any) -> Any:
+def make_input_batch(rows: list[Row], buffers: Any) -> Any:
     """The target batch of this step as vLLM's runner hands it to `propose()`."""
     import numpy as np
     import torch
     from vllm.v1.worker.gpu.input_batch import InputBatch
 
-    num_tokens = sum(len(r.tokens) for r in requests)
-    batch = InputBatch.make_dummy(len(requests), num_tokens, buffers, is_padding=False)
-    scheduled = np.array([len(r.tokens) for r in requests], dtype=np.int32)
+    num_tokens = sum(len(r.tokens) for r in rows)
+    batch = InputBatch.make_dummy(len(rows), num_tokens, buffers, is_padding=False)
+    scheduled = np.array([len(r.tokens) for r in rows], dtype=np.int32)
     query_start_loc = np.concatenate([[0], np.cumsum(scheduled)]).astype(np.int32)
     # The target's sequence length after this step, before any rejection: an upper bound.
-    seq_lens = np.array([r.positions[-1] + 1 for r in requests], dtype=np.int32)
-    state_indices = np.array([r.state_index for r in requests], dtype=np.intp)
+    seq_lens = np.array([r.positions[-1] + 1 for r in rows], dtype=np.int32)
+    state_indices = np.array([r.state_index for r in rows], dtype=np.intp)
     return dataclasses.replace(
         batch,
         idx_mapping=torch.from_numpy(state_indices.astype(np.int64)),
@@ -199,11 +183,36 @@ def make_input_batch(requests: list[Request], buffers: Any) -> Any:
         num_scheduled_tokens=scheduled,
         query_start_loc=torch.from_numpy(query_start_loc.copy()),
         query_start_loc_np=query_start_loc,
-        positions=torch.tensor([p for r in requests for p in r.positions], dtype=torch.int64),
-        input_ids=torch.tensor([t for r in requests for t in r.tokens], dtype=torch.int32),
+        positions=torch.tensor([p for r in rows for p in r.positions], dtype=torch.int64),
+        input_ids=torch.tensor([t for r in rows for t in r.tokens], dtype=torch.int32),
         seq_lens=torch.from_numpy(seq_lens.copy()),
         seq_lens_cpu_upper_bound=torch.from_numpy(seq_lens.copy()),
     )
+
+
+def propose(speculator: Any, rows: list[Row], buffers: Any, hidden: Any, aux: list[Any]) -> list[list[int]]:
+    """vLLM's `propose()` after the target ran `rows`, greedy: the K draft tokens of each row."""
+    import torch
+
+    max_num_reqs = speculator.max_num_reqs
+    last_sampled = torch.zeros(max_num_reqs, 1, dtype=torch.int64)
+    for row in rows:
+        last_sampled[row.state_index, 0] = row.bonus
+    drafts = speculator.propose(
+        make_input_batch(rows, buffers),
+        {},  # the target's attention metadata: DFlash builds its own
+        {},
+        hidden,
+        aux,
+        torch.tensor([r.num_sampled for r in rows], dtype=torch.int32),
+        torch.tensor([r.num_rejected for r in rows], dtype=torch.int32),
+        last_sampled,
+        torch.zeros(max_num_reqs, dtype=torch.int32),  # next prefill tokens: no chunked prefill here
+        torch.zeros(max_num_reqs, dtype=torch.float32),  # temperature 0: greedy
+        torch.zeros(max_num_reqs, dtype=torch.int64),  # seeds
+    )
+    result: list[list[int]] = drafts[: len(rows)].tolist()
+    return result
 
 
 def kernel_outputs(speculator: Any, kv: KvState, num_target_tokens: int) -> dict[str, list[Any]]:
@@ -273,128 +282,149 @@ def run_case(case: dict[str, Any], plan: dict[str, Any], folder: Path) -> dict[s
     return out
 
 
+def load_reference(case: dict[str, Any], num_requests: int) -> tuple[Any, list[Any], list[int]]:
+    """The torch reference engine's draft (float32, same files) and one target per request (each
+    keeps its own KV cache), and the hidden-state indices the draft reads from the target."""
+    import torch
+
+    from dflash_tools.engine import weights
+    from dflash_tools.engine.draft import DraftModel
+    from dflash_tools.engine.target import load_target
+
+    cpu = torch.device("cpu")
+    targets = [
+        load_target(case["target"], device=cpu, dtype=torch.float32, implementation="builtin")
+        for _ in range(num_requests)
+    ]
+    checkpoint = weights.load_draft(case["draft"], revision=None, overrides={})
+    draft = DraftModel(
+        checkpoint.description,
+        checkpoint.tensors,
+        target_embeddings=targets[0].embedding_weight(),
+        target_lm_head=targets[0].lm_head_weight(),
+        device=cpu,
+        dtype=torch.float32,
+        use_selector=True if case["algorithm"] == "dflash2" else None,
+    )
+    capture = [layer + 1 for layer in draft.desc.target_layer_ids]
+    return draft, targets, capture
+
+
 def run_steps(
     case: dict[str, Any], plan: dict[str, Any], speculator: Any, kv: KvState, buffers: Any
 ) -> list[dict[str, Any]]:
+    """`plan["steps"]` calls of `propose()` for the plan's requests, each followed by a greedy
+    verification of vLLM's drafts by the reference target, whose hidden states both drafters read."""
     import torch
 
     k, sample_from_anchor = case["k"], case["sample_from_anchor"]
     prompts: list[list[int]] = plan["prompts"]
     draft, targets, capture = load_reference(case, len(prompts))
-    requests = [
-        Request(
-            prompt=prompt,
-            state_index=plan["state_indices"][row],
-            block_ids=plan["block_ids"][row],
-            target=targets[row],
-            draft_state=draft.new_state(),
+    draft_states = [draft.new_state() for _ in prompts]
+    rows, captured = [], []
+    for index, prompt in enumerate(prompts):
+        # The prompt through the target; its hidden states are the draft's first context.
+        logits, hidden = targets[index].forward(prompt, capture)
+        draft.append_context(draft_states[index], hidden, torch.arange(len(prompt)))
+        rows.append(
+            Row(
+                tokens=list(prompt),
+                positions=list(range(len(prompt))),
+                state_index=plan["state_indices"][index],
+                block_ids=plan["block_ids"][index],
+                bonus=int(logits[-1].argmax()),
+            )
         )
-        for row, prompt in enumerate(prompts)
-    ]
-    for row, request in enumerate(requests):
-        table = kv.block_tables.input_block_tables[kv.group_id]
-        table[row, : len(request.block_ids)] = torch.tensor(request.block_ids, dtype=torch.int32)
-        # Prefill: the whole prompt through the target; its hidden states are the draft's context.
-        logits, captured = request.target.forward(request.prompt, capture)
-        draft.append_context(request.draft_state, captured, torch.arange(len(request.prompt)))
-        request.tokens, request.positions = list(request.prompt), list(range(len(request.prompt)))
-        request.captured, request.num_rejected = captured, 0
-        request.bonus = int(logits[-1].argmax())
-        request.anchor_position = len(request.prompt)
-        request.output = [request.bonus]
+        captured.append(hidden)
+    write_block_tables(kv, rows)
 
-    max_num_reqs = speculator.max_num_reqs
-    hidden_size = speculator.hidden_size
     steps = []
     for _ in range(plan["steps"]):
-        batch = make_input_batch(requests, buffers)
-        captured = torch.cat([r.captured for r in requests])
-        last_sampled = torch.zeros(max_num_reqs, 1, dtype=torch.int64)
-        for request in requests:
-            last_sampled[request.state_index, 0] = request.bonus
-        num_rejected = torch.tensor([r.num_rejected for r in requests], dtype=torch.int32)
-        num_sampled = torch.tensor([r.num_sampled for r in requests], dtype=torch.int32)
+        states = torch.cat(captured)
         started = time.perf_counter()
-        drafts = speculator.propose(
-            batch,
-            {},  # the target's attention metadata: DFlash builds its own
-            {},
-            torch.zeros(batch.num_tokens, hidden_size),  # last hidden states: unused when aux states are given
-            list(captured.split(captured.shape[1] // len(capture), dim=1)),
-            num_sampled,
-            num_rejected,
-            last_sampled,
-            torch.zeros(max_num_reqs, dtype=torch.int32),  # next prefill tokens: no chunked prefill here
-            torch.zeros(max_num_reqs, dtype=torch.float32),  # temperature 0: greedy
-            torch.zeros(max_num_reqs, dtype=torch.int64),
-        )[: len(requests)].tolist()
+        drafts = propose(
+            speculator,
+            rows,
+            buffers,
+            torch.zeros(states.shape[0], speculator.hidden_size),  # unused when auxiliary states are given
+            list(states.split(states.shape[1] // len(capture), dim=1)),
+        )
         propose_seconds = time.perf_counter() - started
         step: dict[str, Any] = {
             "target": {
-                "positions": [r.positions for r in requests],
-                "num_rejected": [r.num_rejected for r in requests],
-                "bonus": [r.bonus for r in requests],
-                "state_index": [r.state_index for r in requests],
-                "block_ids": [r.block_ids for r in requests],
+                "positions": [r.positions for r in rows],
+                "num_rejected": [r.num_rejected for r in rows],
+                "bonus": [r.bonus for r in rows],
+                "state_index": [r.state_index for r in rows],
+                "block_ids": [r.block_ids for r in rows],
             },
-            "kernel": kernel_outputs(speculator, kv, batch.num_tokens),
+            "kernel": kernel_outputs(speculator, kv, states.shape[0]),
             "drafts": drafts,
             "reference": [
-                draft.propose(r.draft_state, r.bonus, r.anchor_position, k, sample_from_anchor) for r in requests
+                draft.propose(state, row.bonus, row.anchor_position, k, sample_from_anchor)
+                for state, row in zip(draft_states, rows, strict=True)
             ],
             "propose_seconds": round(propose_seconds, 3),
         }
-        step["accepted"] = [verify(request, proposed, draft, capture) for request, proposed in zip(requests, drafts)]
+        step["accepted"] = []
+        for index, row in enumerate(rows):
+            rows[index], captured[index], accepted = verify(
+                row, drafts[index], targets[index], draft, draft_states[index], capture
+            )
+            step["accepted"].append(accepted)
         steps.append(step)
     return steps
 
 
-def verify(request: Request, proposed: list[int], draft: Any, capture: list[int]) -> int:
-    """Greedy verification by the reference target; commits the accepted tokens and the bonus."""
+def verify(
+    row: Row, proposed: list[int], target: Any, draft: Any, draft_state: Any, capture: list[int]
+) -> tuple[Row, Any, int]:
+    """Greedy verification of `proposed` by the reference target; the accepted tokens and the
+    anchor join the reference draft's context. Returns the next step's row, the target's hidden
+    states for it (rejected tokens included, as vLLM's target hands them over) and the count."""
     import torch
 
-    anchor, position = request.bonus, request.anchor_position
-    logits, captured = request.target.forward([anchor, *proposed], capture)
+    anchor, position = row.bonus, row.anchor_position
+    logits, captured = target.forward([anchor, *proposed], capture)
     greedy = logits.argmax(dim=-1).tolist()
     accepted = 0
     while accepted < len(proposed) and proposed[accepted] == greedy[accepted]:
         accepted += 1
-    request.target.crop(position + accepted + 1)
-    draft.append_context(request.draft_state, captured[: accepted + 1], torch.arange(position, position + accepted + 1))
-    request.tokens = [anchor, *proposed]
-    request.positions = list(range(position, position + len(proposed) + 1))
-    request.captured = captured
-    request.num_rejected = len(proposed) - accepted
-    request.num_sampled = accepted + 1
-    request.bonus = int(greedy[accepted])
-    request.anchor_position = position + accepted + 1
-    request.output += [*proposed[:accepted], request.bonus]
-    return accepted
+    target.crop(position + accepted + 1)
+    draft.append_context(draft_state, captured[: accepted + 1], torch.arange(position, position + accepted + 1))
+    following = Row(
+        tokens=[anchor, *proposed],
+        positions=list(range(position, position + len(proposed) + 1)),
+        state_index=row.state_index,
+        block_ids=row.block_ids,
+        num_rejected=len(proposed) - accepted,
+        num_sampled=accepted + 1,
+        bonus=int(greedy[accepted]),
+    )
+    return following, captured, accepted
 
 
 def slot(position: int, block_ids: list[int], block_size: int) -> int:
     return block_ids[position // block_size] * block_size + position % block_size
 
 
-def target_forward(
-    config: Any, target_model: Any, kv: KvState, rows: list[tuple[list[int], list[int], list[int]]]
-) -> tuple[Any, list[Any]]:
-    """vLLM's target model over the batch `rows` (tokens, positions, block ids), eager, with its
-    KV cache: hidden states [tokens, H] and the auxiliary layers the draft reads."""
+def target_forward(config: Any, target_model: Any, kv: KvState, rows: list[Row]) -> tuple[Any, list[Any]]:
+    """vLLM's target model over the batch `rows`, eager, with its KV cache: hidden states
+    [tokens, H] and the auxiliary layers the draft reads."""
     import torch
     from vllm.forward_context import set_forward_context
     from vllm.v1.worker.gpu.attn_utils import build_attn_metadata, build_slot_mappings_by_layer
 
     block_size = kv.block_tables.block_sizes[kv.group_id]
-    lengths = [len(tokens) for tokens, _, _ in rows]
+    lengths = [len(r.tokens) for r in rows]
     num_tokens = sum(lengths)
     query_start_loc = torch.tensor([0, *torch.tensor(lengths).cumsum(0).tolist()], dtype=torch.int32)
-    positions = torch.tensor([p for _, ps, _ in rows for p in ps], dtype=torch.int64)
-    seq_lens = torch.tensor([ps[-1] + 1 for _, ps, _ in rows], dtype=torch.int32)
+    positions = torch.tensor([p for r in rows for p in r.positions], dtype=torch.int64)
+    seq_lens = torch.tensor([r.positions[-1] + 1 for r in rows], dtype=torch.int32)
     # The slot of each token, as the runner's _compute_slot_mappings_kernel computes it (that
     # kernel reads block tables through raw pointers, which the interpreter does not follow).
     slots = torch.full((len(kv.kv_cache_config.kv_cache_groups), num_tokens), -1, dtype=torch.int64)
-    slots[kv.group_id] = torch.tensor([slot(p, ids, block_size) for _, ps, ids in rows for p in ps])
+    slots[kv.group_id] = torch.tensor([slot(p, r.block_ids, block_size) for r in rows for p in r.positions])
     metadata = build_attn_metadata(
         attn_groups=kv.attn_groups,
         num_reqs=len(rows),
@@ -415,137 +445,118 @@ def target_forward(
         metadata, config, num_tokens=num_tokens, slot_mapping=build_slot_mappings_by_layer(slots, kv.kv_cache_config)
     ):
         hidden, aux = target_model(
-            input_ids=torch.tensor([t for tokens, _, _ in rows for t in tokens], dtype=torch.int32),
+            input_ids=torch.tensor([t for r in rows for t in r.tokens], dtype=torch.int32),
             positions=positions,
         )
     return hidden, list(aux)
 
 
-def generate(
-    config: Any, case: dict[str, Any], plan: dict[str, Any], target_model: Any, speculator: Any, kv: KvState, buffers: Any
-) -> dict[str, Any]:
-    """Greedy speculative decoding through vLLM's pieces: its target forward (TRITON_ATTN, KV
-    cache), `rejection_sample` with temperature 0 (its greedy verification kernels), `propose()`.
-
-    Harness: the scheduler's part (which requests run, their tokens and positions, block tables,
-    when a request is done) and counting, the way `dflash_tools.engine.loop` counts, so that the
-    figures compare with the torch engine's: per request, stop once `max_tokens` are out (cut
-    there), count each verification step as one draft, accepted tokens per position.
-    """
+def greedy_verification(
+    logits: Any, rows: list[Row], prefill: bool, k: int, prefill_len: Any, max_num_reqs: int
+) -> tuple[list[list[int]], list[int]]:
+    """vLLM's `gather_draft_sampled` and `rejection_sample` at temperature 0 over the target's
+    logits (the last prompt position after a prefill, all K + 1 positions after a draft step):
+    the tokens each row keeps (accepted drafts, then the target's own token)."""
     import torch
-    from vllm.v1.worker.gpu.spec_decode.eagle.eagle3_utils import set_eagle3_aux_hidden_state_layers
     from vllm.v1.worker.gpu.spec_decode.rejection_sampler import gather_draft_sampled
     from vllm.v1.worker.gpu.spec_decode.rejection_sampler_utils import rejection_sample
 
-    k = case["k"]
-    max_tokens = plan["generate"]["max_tokens"]
+    per_row = 1 if prefill else k + 1
+    starts = [sum(len(r.tokens) for r in rows[:i]) for i in range(len(rows))]
+    if prefill:
+        indices = [start + len(row.tokens) - 1 for start, row in zip(starts, rows, strict=True)]
+    else:
+        indices = [start + j for start in starts for j in range(per_row)]
+    local = torch.tensor([j for _ in rows for j in range(per_row)], dtype=torch.int32)
+    state_of_logit = torch.tensor([r.state_index for r in rows for _ in range(per_row)])
+    draft_sampled, positions = gather_draft_sampled(
+        torch.tensor([t for r in rows for t in r.tokens], dtype=torch.int32),
+        torch.tensor([p for r in rows for p in r.positions], dtype=torch.int64),
+        torch.tensor(indices, dtype=torch.int64),
+        state_of_logit,
+        local,
+        prefill_len,
+    )
+    sampled, num_sampled = rejection_sample(
+        logits[torch.tensor(indices)].float().contiguous(),
+        None,
+        draft_sampled,
+        torch.arange(len(rows) + 1, dtype=torch.int32) * per_row,
+        positions,
+        torch.tensor([r.state_index for r in rows], dtype=torch.int64),
+        state_of_logit,
+        local,
+        torch.zeros(max_num_reqs, dtype=torch.float32),  # temperature 0: greedy
+        torch.zeros(max_num_reqs, dtype=torch.int64),
+        k,
+    )
+    counts = num_sampled.tolist()
+    return [sampled[i, : counts[i]].tolist() for i in range(len(rows))], counts
+
+
+def generate(
+    config: Any,
+    case: dict[str, Any],
+    plan: dict[str, Any],
+    target_model: Any,
+    speculator: Any,
+    kv: KvState,
+    buffers: Any,
+) -> dict[str, Any]:
+    """Greedy speculative decoding through vLLM's pieces: its target forward (TRITON_ATTN, KV
+    cache, auxiliary hidden states), greedy `rejection_sample`, `propose()`.
+
+    Harness: the scheduler's part (which requests run, their tokens, positions and blocks, when a
+    request is done) and the counting, done the way `dflash_tools.engine.loop` does it so that the
+    figures compare with the torch engine's: a request stops once `max_tokens` are out (cut there);
+    each verification step is one draft; accepted tokens are counted per position.
+    """
+    import torch
+    from vllm.v1.worker.gpu.spec_decode.eagle.eagle3_utils import set_eagle3_aux_hidden_state_layers
+
+    k, max_tokens = case["k"], plan["generate"]["max_tokens"]
     set_eagle3_aux_hidden_state_layers(target_model, config.speculative_config)
-    prompts: list[list[int]] = plan["prompts"]
-    states: list[int] = plan["state_indices"]
     max_num_reqs = speculator.max_num_reqs
+    prompts: list[list[int]] = plan["prompts"]
     prefill_len = torch.zeros(max_num_reqs, dtype=torch.int32)
-    for row, prompt in enumerate(prompts):
-        prefill_len[states[row]] = len(prompt)
-    # The new request of each row reuses the KV blocks of the scenario's requests.
+    rows: dict[int, Row] = {}
+    for index, prompt in enumerate(prompts):
+        state = plan["state_indices"][index]
+        prefill_len[state] = len(prompt)
+        rows[index] = Row(list(prompt), list(range(len(prompt))), state, plan["block_ids"][index])
     outputs: list[list[int]] = [[] for _ in prompts]
     accepted_per_position = [0] * k
-    num_drafts = 0
-    alive = list(range(len(prompts)))
-    pending = {row: (list(prompts[row]), list(range(len(prompts[row])))) for row in alive}
+    num_drafts = num_steps = 0
     prefill = True
-    num_steps = 0
-    while alive:
+    while rows:
         num_steps += 1
-        table = kv.block_tables.input_block_tables[kv.group_id]
-        table.zero_()
-        for batch_row, row in enumerate(alive):
-            ids = plan["block_ids"][row]
-            table[batch_row, : len(ids)] = torch.tensor(ids, dtype=torch.int32)
-        rows = [(*pending[row], plan["block_ids"][row]) for row in alive]
-        hidden, aux = target_forward(config, target_model, kv, rows)
-        lengths = [len(tokens) for tokens, _, _ in rows]
-        starts = [sum(lengths[:i]) for i in range(len(rows))]
-        if prefill:
-            logits_indices = [start + length - 1 for start, length in zip(starts, lengths)]
-            local = [0] * len(rows)
-            cu_num_logits = list(range(len(rows) + 1))
-        else:
-            logits_indices = [start + j for start in starts for j in range(k + 1)]
-            local = [j for _ in rows for j in range(k + 1)]
-            cu_num_logits = [i * (k + 1) for i in range(len(rows) + 1)]
-        logits = target_model.compute_logits(hidden[torch.tensor(logits_indices)]).float().contiguous()
-        state_of_logit = torch.tensor([states[row] for row in alive for _ in range(1 if prefill else k + 1)])
-        input_ids = torch.tensor([t for tokens, _, _ in rows for t in tokens], dtype=torch.int32)
-        positions = torch.tensor([p for _, ps, _ in rows for p in ps], dtype=torch.int64)
-        draft_sampled, logit_positions = gather_draft_sampled(
-            input_ids,
-            positions,
-            torch.tensor(logits_indices, dtype=torch.int64),
-            state_of_logit,
-            torch.tensor(local, dtype=torch.int32),
-            prefill_len,
-        )
-        sampled, num_sampled = rejection_sample(
-            logits,
-            None,
-            draft_sampled,
-            torch.tensor(cu_num_logits, dtype=torch.int32),
-            logit_positions,
-            torch.tensor([states[row] for row in alive], dtype=torch.int64),
-            state_of_logit,
-            torch.tensor(local, dtype=torch.int32),
-            torch.zeros(max_num_reqs, dtype=torch.float32),
-            torch.zeros(max_num_reqs, dtype=torch.int64),
-            k,
-        )
-        num_sampled_list = num_sampled.tolist()
-        finished = []
-        last_sampled = torch.zeros(max_num_reqs, 1, dtype=torch.int64)
-        for batch_row, row in enumerate(alive):
-            new = sampled[batch_row, : num_sampled_list[batch_row]].tolist()
+        batch = list(rows.values())
+        write_block_tables(kv, batch)
+        hidden, aux = target_forward(config, target_model, kv, batch)
+        logits = target_model.compute_logits(hidden)
+        kept, counts = greedy_verification(logits, batch, prefill, k, prefill_len, max_num_reqs)
+        done = []
+        for index, row, tokens, count in zip(list(rows), batch, kept, counts, strict=True):
             if not prefill:
                 num_drafts += 1
-                for position in range(len(new) - 1):
+                for position in range(count - 1):
                     accepted_per_position[position] += 1
-            last_sampled[states[row], 0] = new[-1]
-            for token in new:
-                outputs[row].append(token)
-                if len(outputs[row]) >= max_tokens:
-                    finished.append(row)
-                    break
-        num_rejected = [0 if prefill else k + 1 - n for n in num_sampled_list]
-        batch_rows = [(list(tokens), list(ps)) for tokens, ps, _ in rows]
-        for batch_row, row in enumerate(alive):
-            pending[row] = batch_rows[batch_row]
-        requests = [
-            Request(prompt=prompts[row], state_index=states[row], block_ids=plan["block_ids"][row], target=None,
-                    draft_state=None, tokens=pending[row][0], positions=pending[row][1],
-                    num_rejected=num_rejected[batch_row], num_sampled=num_sampled_list[batch_row])
-            for batch_row, row in enumerate(alive)
-        ]
+            row.num_sampled, row.bonus = count, tokens[-1]
+            row.num_rejected = 0 if prefill else k + 1 - count
+            room = max_tokens - len(outputs[index])
+            outputs[index] += tokens[:room]
+            if len(tokens) >= room:
+                done.append(index)
         # vLLM proposes for the whole batch it just verified, finished requests included.
-        drafts = speculator.propose(
-            make_input_batch(requests, buffers),
-            {},
-            {},
-            hidden,
-            aux,
-            num_sampled,
-            torch.tensor(num_rejected, dtype=torch.int32),
-            last_sampled,
-            torch.zeros(max_num_reqs, dtype=torch.int32),
-            torch.zeros(max_num_reqs, dtype=torch.float32),
-            torch.zeros(max_num_reqs, dtype=torch.int64),
-        )[: len(alive)].tolist()
-        next_alive = []
-        for batch_row, row in enumerate(alive):
-            if row in finished:
+        drafts = propose(speculator, batch, buffers, hidden, aux)
+        for index, row, proposed in zip(list(rows), batch, drafts, strict=True):
+            if index in done:
+                del rows[index]
                 continue
-            bonus = int(last_sampled[states[row], 0])
-            anchor_position = pending[row][1][-1] + 1 - num_rejected[batch_row]
-            pending[row] = ([bonus, *drafts[batch_row]], list(range(anchor_position, anchor_position + k + 1)))
-            next_alive.append(row)
-        alive = next_alive
+            anchor = row.anchor_position
+            rows[index] = Row(
+                [row.bonus, *proposed], list(range(anchor, anchor + k + 1)), row.state_index, row.block_ids
+            )
         prefill = False
     return {
         "outputs": outputs,

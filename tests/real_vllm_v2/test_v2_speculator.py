@@ -90,7 +90,9 @@ def expected_kernel_outputs(draft: V2Draft, case: dict[str, Any], step: dict[str
         out["query_start_loc"][i] = i * q
         out["seq_lens"][i] = anchor + q
         out["context_positions"] += [p if n < valid else 0 for n, p in enumerate(positions)]
-        out["context_slot_mapping"] += [slot(p, blocks, block_size) if n < valid else PAD_SLOT_ID for n, p in enumerate(positions)]
+        out["context_slot_mapping"] += [
+            slot(p, blocks, block_size) if n < valid else PAD_SLOT_ID for n, p in enumerate(positions)
+        ]
         for j in range(k):
             out["sample_indices"][i * k + j] = i * q + first_sampled_row + j
             out["sample_pos"][i * k + j] = anchor + 1 + j
@@ -99,7 +101,9 @@ def expected_kernel_outputs(draft: V2Draft, case: dict[str, Any], step: dict[str
 
 
 @pytest.mark.parametrize("name", CASES)
-def test_input_kernel_builds_the_declared_layout(name: str, drafts: dict[str, V2Draft], patched: dict[str, Any]) -> None:
+def test_input_kernel_builds_the_declared_layout(
+    name: str, drafts: dict[str, V2Draft], patched: dict[str, Any]
+) -> None:
     draft, case = drafts[name], case_of(patched, name)
     assert len(case["steps"]) == PLAN["steps"]
     for number, step in enumerate(case["steps"]):
@@ -109,10 +113,14 @@ def test_input_kernel_builds_the_declared_layout(name: str, drafts: dict[str, V2
 
 
 @pytest.mark.parametrize("name", CASES)
-def test_draft_tokens_equal_the_reference_engine(name: str, drafts: dict[str, V2Draft], patched: dict[str, Any]) -> None:
+def test_draft_tokens_equal_the_reference_engine(
+    name: str, drafts: dict[str, V2Draft], patched: dict[str, Any]
+) -> None:
     draft, case = drafts[name], case_of(patched, name)
     for number, step in enumerate(case["steps"]):
-        assert step["drafts"] == step["reference"], f"step {number}: vLLM drafted {step['drafts']}, the reference {step['reference']}"
+        assert step["drafts"] == step["reference"], (
+            f"step {number}: vLLM drafted {step['drafts']}, the reference {step['reference']}"
+        )
     # Not a vacuous match: the steps saw drafts accepted and drafts rejected.
     accepted = [count for step in case["steps"] for count in step["accepted"]]
     assert max(accepted) == draft.k and min(accepted) == 0, accepted
