@@ -135,17 +135,24 @@ def _child_environment(workspace: Path, vllm_version: str, *, plugin: bool) -> d
     return environment
 
 
+_child_seconds: dict[str, float] = {}
+
+
 @pytest.fixture(scope="session")
 def runs(vllm_version: str, workspace: Path, drafts: dict[str, V2Draft]) -> dict[str, dict[str, Any]]:
-    """Both children, started together: `patched` (the plugin registered by vLLM's plugin loader,
-    plus a greedy generation for every draft) and `stock` (nothing registered)."""
+    """Both children, started together: `patched` (the plugin registered by vLLM's plugin loader)
+    and `stock` (nothing registered). Each runs the scenario for every draft; the greedy generation
+    runs for the anchor-first drafts in `patched` and for the bonus-anchor ones in `stock` (the
+    plugin leaves those untouched), which also splits the work evenly between the two."""
     started: dict[str, tuple[subprocess.Popen[str], float]] = {}
     for state in ("patched", "stock"):
         folder = workspace / state
         folder.mkdir()
         plan = {**PLAN, "cases": {name: draft.case for name, draft in drafts.items()}}
-        if state == "patched":
-            plan["generate"] = {"max_tokens": GENERATE_MAX_TOKENS}
+        plan["generate"] = {
+            "max_tokens": GENERATE_MAX_TOKENS,
+            "cases": [name for name, draft in drafts.items() if draft.sample_from_anchor is (state == "patched")],
+        }
         (folder / "plan.json").write_text(json.dumps(plan), encoding="utf-8")
         process = subprocess.Popen(
             [sys.executable, str(HARNESS), str(folder / "plan.json")],
@@ -162,9 +169,14 @@ def runs(vllm_version: str, workspace: Path, drafts: dict[str, V2Draft]) -> dict
         assert process.returncode == 0, f"{state} child failed:\n{stderr[-6000:]}"
         document: dict[str, Any] = json.loads(stdout.strip().splitlines()[-1])
         document["stderr"] = stderr
-        document["wall_seconds"] = round(time.perf_counter() - began, 1)
+        document["wall_seconds"] = _child_seconds[state] = round(time.perf_counter() - began, 1)
         results[state] = document
     return results
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    for state, seconds in _child_seconds.items():
+        terminalreporter.write_line(f"real_vllm_v2: the {state} child ran for {seconds} s")
 
 
 @pytest.fixture(scope="session")

@@ -1,25 +1,29 @@
 """Child process of the V2 tier: run vLLM's V2 DFlash / DFlash2 speculator on CPU, step by step.
 
-Run as `python harness.py CASES.json` under `TRITON_INTERPRET=1` (the parent, conftest.py, sets
-the environment). Prints one JSON document: per case, what vLLM's speculator was (or the error
-that refused it), and for each step the tensors its input kernel built, the draft tokens
-`propose()` returned and the torch reference engine's draft tokens for the same context.
+Run as `python harness.py PLAN.json` under `TRITON_INTERPRET=1` (the parent, conftest.py, sets
+the environment). Prints one JSON document (its last stdout line; vLLM logs to stdout too): per
+case, what vLLM's speculator was (or the error that refused it); for each step of the scenario
+the tensors its input kernel built, the draft tokens `propose()` returned and the torch reference
+engine's draft tokens for the same context; for the cases listed under `generate`, the figures of
+a greedy speculative generation through vLLM's target, verification and speculator.
 
-What is vLLM's and what is this harness's:
+What is vLLM's and what is this harness's (docs/tier-vllm-v2.md says the same):
 
-- vLLM's (0.33.0 as installed, patched by our plugin when vLLM's plugin loader registers it):
+- vLLM's (as installed, patched by our plugin when vLLM's plugin loader registers it):
   `EngineArgs(...).create_engine_config()`, the target model and its weight loader (the draft
   shares its embeddings and LM head), `init_speculator`, `DFlashSpeculator` / `DFlash2Speculator`
   with `load_model`, `set_attn`, `init_cudagraph_manager` and `propose()` (its Triton kernels
   `_prepare_dflash_inputs_kernel`, TRITON_ATTN's attention and cache-write kernels, DFlash2's
   `_selector_walk_kernel`, all run by Triton's interpreter), the draft models
   (`qwen3_dflash.py`, `qwen3_dflash2.py`), the KV-cache spec, grouping, layout and allocation
-  functions, `BlockTables`, `InputBuffers`, `InputBatch`.
+  functions, `BlockTables`, `InputBuffers`, `InputBatch`, `build_attn_metadata`; in the
+  generation also the target's forward and `gather_draft_sampled` / `rejection_sample`.
 - The harness's: the named work-arounds of `workarounds.py`; the steps of
   `GPUModelRunner.initialize_kv_cache` that set the KV cache up, rebuilt by hand (the runner
-  itself needs CUDA streams); block tables written straight into `input_block_tables` (vLLM's
-  gather kernel reads raw pointers); the target batch (`InputBatch`) and the scheduler's
-  bookkeeping (`num_rejected`, `last_sampled`) built here; the target's hidden states and the
+  itself needs CUDA streams); block tables written straight into `input_block_tables` and the
+  target's slot mapping computed here (vLLM's kernels for both read raw pointers); the target
+  batch (`InputBatch`) and the scheduler's bookkeeping (`num_rejected`, `num_sampled`,
+  `last_sampled`, when a request is done). In the scenario the target's hidden states and the
   greedy verification come from the torch reference engine's target (`dflash_tools.engine`,
   float32, same weights), so both drafters see exactly the same context.
 """
@@ -234,7 +238,7 @@ def kernel_outputs(speculator: Any, kv: KvState, num_target_tokens: int) -> dict
     }
 
 
-def run_case(case: dict[str, Any], plan: dict[str, Any], folder: Path) -> dict[str, Any]:
+def run_case(name: str, case: dict[str, Any], plan: dict[str, Any], folder: Path) -> dict[str, Any]:
     import torch
     from vllm.config import set_current_vllm_config
     from vllm.model_executor.model_loader import get_model_loader
@@ -274,7 +278,7 @@ def run_case(case: dict[str, Any], plan: dict[str, Any], folder: Path) -> dict[s
         out["kv_block_size"] = kv.block_tables.block_sizes[kv.group_id]
         buffers = InputBuffers(max_num_seqs, MAX_NUM_BATCHED_TOKENS, cpu)
         out["steps"] = run_steps(case, plan, speculator, kv, buffers)
-        if plan.get("generate"):
+        if name in plan.get("generate", {}).get("cases", []):
             generation_started = time.perf_counter()
             out["generation"] = generate(config, case, plan, target_model, speculator, kv, buffers)
             out["generation"]["seconds"] = round(time.perf_counter() - generation_started, 2)
@@ -588,7 +592,7 @@ def main() -> None:
     results: dict[str, Any] = {}
     for name, case in plan["cases"].items():
         try:
-            results[name] = run_case(case, plan, plan_file.parent)
+            results[name] = run_case(name, case, plan, plan_file.parent)
         except Exception as exc:  # one case failing must not hide the others
             results[name] = {"error": _error(exc), "traceback": traceback.format_exc()}
     document = {
