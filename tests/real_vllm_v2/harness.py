@@ -33,6 +33,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import resource
 import sys
 import time
 import traceback
@@ -521,14 +522,14 @@ def generate(
     k, max_tokens = case["k"], plan["generate"]["max_tokens"]
     set_eagle3_aux_hidden_state_layers(target_model, config.speculative_config)
     max_num_reqs = speculator.max_num_reqs
-    prompts: list[list[int]] = plan["prompts"]
+    requests: list[int] = plan["generate"]["requests"]  # which of the scenario's requests
     prefill_len = torch.zeros(max_num_reqs, dtype=torch.int32)
     rows: dict[int, Row] = {}
-    for index, prompt in enumerate(prompts):
-        state = plan["state_indices"][index]
+    for index, request in enumerate(requests):
+        prompt, state = plan["prompts"][request], plan["state_indices"][request]
         prefill_len[state] = len(prompt)
-        rows[index] = Row(list(prompt), list(range(len(prompt))), state, plan["block_ids"][index])
-    outputs: list[list[int]] = [[] for _ in prompts]
+        rows[index] = Row(list(prompt), list(range(len(prompt))), state, plan["block_ids"][request])
+    outputs: list[list[int]] = [[] for _ in requests]
     accepted_per_position = [0] * k
     num_drafts = num_steps = 0
     prefill = True
@@ -587,6 +588,7 @@ def main() -> None:
         if workaround.patch is not None:
             workaround.patch()
         applied.append(workaround.name)
+    import psutil
     from vllm.config.speculative import SpeculativeConfig
 
     results: dict[str, Any] = {}
@@ -600,6 +602,8 @@ def main() -> None:
         "workarounds": applied,
         "plugin": getattr(SpeculativeConfig, "_dflash_tools_patch", None),
         "cases": results,
+        "seconds": round(time.time() - psutil.Process().create_time(), 1),  # imports included
+        "cpu_seconds": round(sum(resource.getrusage(resource.RUSAGE_SELF)[:2]), 1),
     }
     print(json.dumps(document))
 

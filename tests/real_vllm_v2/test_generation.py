@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.real_vllm_v2.conftest import GENERATE_MAX_TOKENS, PROMPTS, V2Draft
+from tests.real_vllm_v2.conftest import GENERATE_MAX_TOKENS, GENERATE_REQUESTS, PROMPTS, V2Draft
 from tests.real_vllm_v2.test_v2_speculator import CASES, case_of
 
 pytestmark = pytest.mark.real_vllm_v2
@@ -34,7 +34,7 @@ def torch_engine(draft: V2Draft) -> dict[str, Any]:
             "sample_from_anchor": draft.sample_from_anchor,
             "num_query_tokens": draft.num_query_tokens,
             "prompts": [],
-            "prompt_token_ids": PROMPTS,
+            "prompt_token_ids": [PROMPTS[request] for request in GENERATE_REQUESTS],
             "max_tokens": GENERATE_MAX_TOKENS,
             "baseline": True,
             "seed": 0,
