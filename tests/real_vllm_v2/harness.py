@@ -94,6 +94,7 @@ class KvState:
 def set_up_kv_cache(config: Any, speculator: Any, num_blocks_per_req: int) -> KvState:
     """What `GPUModelRunner.initialize_kv_cache` does for the speculator, rebuilt by hand."""
     import torch
+    from vllm.config.compilation import CUDAGraphMode
     from vllm.distributed.kv_transfer.kv_connector.utils import get_current_attn_backends
     from vllm.v1.attention.backends.utils import get_supported_kv_cache_layouts, resolve_kv_cache_layout
     from vllm.v1.core.kv_cache_planning import get_kv_cache_config_from_groups, get_kv_cache_groups
@@ -110,6 +111,7 @@ def set_up_kv_cache(config: Any, speculator: Any, num_blocks_per_req: int) -> Kv
     max_num_seqs = config.scheduler_config.max_num_seqs
     num_blocks = 1 + max_num_seqs * num_blocks_per_req  # block 0 is the null block
     kv_cache_config = get_kv_cache_config_from_groups(config, groups, num_blocks * page_bytes * len(specs))
+    assert kv_cache_config.num_blocks >= num_blocks, (kv_cache_config.num_blocks, num_blocks)
     attn_groups, _, kernel_block_sizes = init_attn_backend(
         kv_cache_config, config, device, draft_layer_names=speculator.draft_attn_layer_names
     )
@@ -121,8 +123,7 @@ def set_up_kv_cache(config: Any, speculator: Any, num_blocks_per_req: int) -> Kv
         device=device,
     )
     target_buffers = InputBuffers(max_num_seqs, config.scheduler_config.max_num_batched_tokens, device)
-    from vllm.config.compilation import CUDAGraphMode
-
+    # No model state: the speculator stores it, and nothing on the DFlash path reads it.
     speculator.set_attn(None, kv_cache_config, block_tables, target_buffers, attn_groups)
     speculator.init_cudagraph_manager(CUDAGraphMode.NONE)
     init_kv_cache(
