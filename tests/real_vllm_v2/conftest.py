@@ -166,10 +166,18 @@ def runs(vllm_version: str, workspace: Path, drafts: dict[str, V2Draft]) -> dict
             cwd=folder,
         )
         started[state] = process
+    outputs = {}
+    try:
+        for state, process in started.items():
+            outputs[state] = process.communicate(timeout=900)
+    finally:
+        for process in started.values():  # a timeout must not leave the other child running
+            if process.poll() is None:
+                process.kill()
+                process.wait()
     results = {}
-    for state, process in started.items():
-        stdout, stderr = process.communicate(timeout=900)
-        assert process.returncode == 0, f"{state} child failed:\n{stderr[-6000:]}"
+    for state, (stdout, stderr) in outputs.items():
+        assert started[state].returncode == 0, f"{state} child failed:\n{stderr[-6000:]}"
         document: dict[str, Any] = json.loads(stdout.strip().splitlines()[-1])
         document["stderr"] = stderr
         _child_seconds[state] = (document["seconds"], document["cpu_seconds"])
