@@ -2,13 +2,14 @@
 # The V2-on-CPU tier (docs/tier-vllm-v2.md): vLLM 0.33.0 plus triton 3.9.0 in their own
 # environment, then the tests marked real_vllm_v2, which run vLLM's V2 DFlash speculators under
 # Triton's interpreter. Idempotent: the environment is rebuilt only when it is missing or when
-# .ci/requirements-vllm-v2.txt changed since it was built.
+# its requirements file (.ci/requirements-vllm-v2.txt by default) changed since it was built.
 #   VENV=/path/to/env  use (or build) the environment there instead of .venv-vllm-v2
+#   REQUIREMENTS=file  another pinned list (another vLLM release: .ci/requirements-vllm-v2-*.txt)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 venv="${VENV:-$PWD/.venv-vllm-v2}"
-requirements=.ci/requirements-vllm-v2.txt
+requirements="${REQUIREMENTS:-.ci/requirements-vllm-v2.txt}"
 stamp="$venv/.requirements.sha256"
 wanted="$(sha256sum "$requirements" | cut -d' ' -f1)"
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from tests.real_vllm_v2.conftest import GENERATE_MAX_TOKENS, GENERATE_REQUESTS, PROMPTS, V2Draft
-from tests.real_vllm_v2.test_v2_speculator import CASES, case_of
+from tests.real_vllm_v2.test_v2_speculator import CASES, served
 
 pytestmark = pytest.mark.real_vllm_v2
 
@@ -55,7 +55,7 @@ def test_generation_matches_the_torch_engine(
 ) -> None:
     draft = drafts[name]
     # Anchor-first drafts need the plugin; bonus-anchor ones run on stock vLLM (conftest.runs).
-    generation = case_of(patched if draft.sample_from_anchor else stock, name)["generation"]
+    generation = served(patched if draft.sample_from_anchor else stock, name)["generation"]
     reference = torch_engine(draft)
     # Token-identical to the target alone (the torch engine's greedy baseline) ...
     assert generation["outputs"] == reference["baseline"]["outputs"]
