@@ -259,6 +259,103 @@ def write_draft(folder: Path, *, sample_from_anchor: bool, spec: CpuDemoSpec = S
     return checkpoints.write_draft(folder, "zlab-dflash", dspec, tensors, config=config)
 
 
+@dataclass(frozen=True)
+class Dflash2Extras:
+    """What turns the demo's DFlash draft into a DFlash2 one (`write_dflash2_draft`)."""
+
+    conv_kernel_size: int = 2
+    conv_group_size: int = 16
+    selector_top_k: int = 8
+    # The previous row's weight on the first layer's attention output, for anchor rows only.
+    anchor_tap_gain: float = 2.0
+    conv_noise: float = 0.05  # every other tap and dynamic coefficient: small, never zero
+    selector_tau: float = 10.0  # transition score of the right successor (before the final norm's scale)
+
+
+DFLASH2 = Dflash2Extras()
+
+
+def dflash2_draft_spec(
+    *, sample_from_anchor: bool, spec: CpuDemoSpec = SPEC, extras: Dflash2Extras = DFLASH2
+) -> testing.DraftSpec:
+    return checkpoints.draft_spec(
+        spec,
+        algorithm="dflash2",
+        sample_from_anchor=sample_from_anchor,
+        num_speculative_tokens=spec.num_speculative_tokens,
+        dtype="F32",
+        verifier="dflash-tools/vllm-cpu-demo-target",
+        conv_kernel_size=extras.conv_kernel_size,
+        conv_group_size=extras.conv_group_size,
+        selector_rank=spec.cycle_length,
+        selector_top_k=extras.selector_top_k,
+    )
+
+
+def dflash2_draft_tensors(
+    sample_from_anchor: bool, spec: CpuDemoSpec = SPEC, extras: Dflash2Extras = DFLASH2, seed: int = DEMO_SEED
+) -> dict[str, np.ndarray]:
+    """The DFlash draft's weights plus DFlash2's convolutions and candidate selector.
+
+    The convolutions pass each row through (tap 0 is 1 plus noise) except in one place: in the first
+    layer, an anchor row's dynamic tap-1 coefficient on the attention output is `anchor_tap_gain`
+    (the kernel projection reads the constant column minus the mask marker, which cancel on mask
+    rows). Served correctly the anchor is row 0 of its block and has no tap 1, so the draft behaves
+    like the DFlash one; served with a convolution block that is not the per-request query count
+    (K + 1 for an anchor-first draft), a later request's anchor is not row 0 of its block, reads the
+    previous request's last row, and its proposal changes. The selector's codebooks encode T (one
+    rank per position in a cycle), so its greedy walk from the anchor follows the cycle as the
+    copying rows do.
+    """
+    rng = np.random.default_rng(seed + 4 + int(sample_from_anchor))
+    tensors = draft_tensors(sample_from_anchor, spec, seed)
+    h = spec.hidden_size
+    taps, groups = extras.conv_kernel_size, h // extras.conv_group_size
+    root = np.sqrt(h)
+    const_value = spec.const_weight * root  # the constant column of every embedding row
+    mask_value = (1 - spec.const_weight**2) ** 0.5 * root  # the mask marker of the mask row
+    anchor_detector = np.zeros(h)
+    anchor_detector[CONST_COLUMN] = extras.anchor_tap_gain / const_value
+    anchor_detector[MASK_COLUMN] = -extras.anchor_tap_gain / mask_value
+    for layer in range(spec.draft_layers):
+        p = f"layers.{layer}."
+        for conv in ("attention_conv", "mlp_conv"):
+            base = normal(rng, (2, taps, h), extras.conv_noise)
+            base[:, 0] += 1.0
+            projection = normal(rng, (2 * taps * groups, h), extras.conv_noise / root)
+            if layer == 0 and conv == "attention_conv":
+                # Rows [side, tap, group] of the projection: side 1 (the attention output), tap 1.
+                for group in range(groups):
+                    projection[(1 * taps + 1) * groups + group] = anchor_detector
+            tensors[f"{p}{conv}.base_kernel"] = base
+            tensors[f"{p}{conv}.kernel_projection.weight"] = projection
+    length = spec.cycle_length
+    predecessor = np.zeros((spec.vocab_size, length))
+    successor = np.zeros((spec.vocab_size, length))
+    for cycle in cycles(spec):
+        for position, token in enumerate(cycle):
+            predecessor[token, position] = 1.0
+            successor[token, (position - 1) % length] = 1.0
+    projection = np.zeros((length, h))
+    projection[:, CONST_COLUMN] = extras.selector_tau / const_value
+    tensors["candidate_selector.hidden_projection.weight"] = projection
+    tensors["candidate_selector.predecessor_codebook"] = predecessor
+    tensors["candidate_selector.successor_codebook"] = successor
+    return tensors
+
+
+def write_dflash2_draft(
+    folder: Path, *, sample_from_anchor: bool, spec: CpuDemoSpec = SPEC, extras: Dflash2Extras = DFLASH2
+) -> Path:
+    """A z-lab DFlash2 draft for the demo target (not bundled: the V2 tier writes it where it runs)."""
+    dspec = dflash2_draft_spec(sample_from_anchor=sample_from_anchor, spec=spec, extras=extras)
+    config = testing.make_config("zlab-dflash2", dspec)
+    config["dtype"] = "float32"
+    config["max_position_embeddings"] = spec.max_position_embeddings
+    tensors = dflash2_draft_tensors(sample_from_anchor, spec, extras)
+    return checkpoints.write_draft(folder, "zlab-dflash2", dspec, tensors, config=config)
+
+
 # name -> sample_from_anchor
 DEMO_DRAFTS: dict[str, bool] = {"zlab-dflash": False, "zlab-dflash-anchor-first": True}
 
