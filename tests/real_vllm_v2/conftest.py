@@ -1,7 +1,8 @@
 """The V2-on-CPU tier: vLLM's V2 DFlash speculators executed under Triton's interpreter.
 
 Every test here carries the `real_vllm_v2` marker, which the default run deselects; the tier runs
-them in its own environment (vLLM plus triton, `.ci/tier-vllm-v2.sh`, docs/tier-vllm-v2.md).
+them in the environment of one vLLM release, shared with the real-vLLM tier (`.ci/tier-vllm-v2.sh
+RELEASE`, docs/tier-vllm-v2.md).
 vLLM runs in child processes (`harness.py`), one per plugin state, because the plugin's patches
 are process-global: `patched` registers it the way serving does (vLLM's plugin loader finds our
 entry point), `stock` sets `VLLM_PLUGINS=` so that nothing registers it. Both start at once.
