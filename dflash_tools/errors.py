@@ -37,9 +37,15 @@ class OperationError(DflashToolsError):
     exit_code = 1
 
 
-# Where a hint suggests the torch extra: plain `pip install 'dflash-tools[torch]'` resolves torch
-# from PyPI, whose Linux wheel pulls about 20 nvidia-* CUDA wheels even on a CPU-only machine.
+# dflash-tools is not on PyPI: install hints name the extra and point at README's install lines
+# (a checkout, a git URL, a wheel). Where a hint suggests the torch extra: resolving torch from PyPI
+# pulls about 20 nvidia-* CUDA wheels even on a CPU-only machine, so the CPU index comes first.
 TORCH_INSTALL_HINT = (
-    "pip install 'dflash-tools[torch]' (on a machine without a GPU, first "
-    "`pip install torch --index-url https://download.pytorch.org/whl/cpu`, which avoids the CUDA wheels)"
+    "install dflash-tools with its torch extra (in a checkout: pip install '.[torch]'; README, "
+    '"Install"); on a machine without a GPU, first '
+    "`pip install torch --index-url https://download.pytorch.org/whl/cpu`, which avoids the CUDA wheels"
+)
+VLLM_INSTALL_HINT = (
+    "install dflash-tools with its vllm extra in the environment that runs vLLM (in a checkout: "
+    "pip install '.[vllm]'; README, \"Install\")"
 )

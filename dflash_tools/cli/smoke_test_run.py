@@ -33,7 +33,7 @@ from dflash_tools.cli._output import (
     write_json,
 )
 from dflash_tools.draft.target import TargetSpec, load_target
-from dflash_tools.errors import TORCH_INSTALL_HINT, UsageError
+from dflash_tools.errors import TORCH_INSTALL_HINT, VLLM_INSTALL_HINT, UsageError
 from dflash_tools.serving.vllm_capability import detect_vllm, engine_available, resolve_engine
 from dflash_tools.smoke import contract, presets, report, sweep
 from dflash_tools.smoke.plan import DraftPlan, RunPlan, SmokeOptions, SmokePlan, plan_draft, resolve_plan
@@ -224,7 +224,7 @@ def run(
 def _install_hint(engine: str, on_cpu: bool = False) -> str:
     if engine == "vllm" and on_cpu:
         return f"install vLLM's CPU build: {CPU_INSTALL_HINT} (see docs/cpu-smoke.md), or use --engine torch"
-    return TORCH_INSTALL_HINT if engine == "torch" else "pip install 'dflash-tools[vllm]' on a GPU host"
+    return TORCH_INSTALL_HINT if engine == "torch" else f"{VLLM_INSTALL_HINT}, on a GPU host"
 
 
 def _draft_entries(drafts: list[str] | None, loaded: presets.Preset | None, revision: str | None) -> list[DraftEntry]:

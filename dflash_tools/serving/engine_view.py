@@ -22,6 +22,7 @@ from dflash_tools.draft.findings import Severity
 from dflash_tools.draft.geometry import num_query_tokens
 from dflash_tools.draft.target import TargetSpec
 from dflash_tools.engines import ENGINE_RULES, EngineRules, Layout, Outcome, WhenMissing, get_rules, json_key, latest
+from dflash_tools.errors import VLLM_INSTALL_HINT
 from dflash_tools.inspect import InspectReport, cap_findings, finish_findings, inspect_loaded
 from dflash_tools.reading.checkpoint import LoadedCheckpoint
 from dflash_tools.serving.config_reads import as_int, int_list, lookup, num_hidden_layers, source_name
@@ -436,8 +437,8 @@ def _plugin_verdict(view: EngineView, facts: DraftFacts, plugin: str) -> None:
             "DFT076",
             "the draft is anchor-first: vLLM serves it as trained only with the dflash-tools plugin, installed with "
             "vLLM on the serving host (VLLM_PLUGINS unset, or listing dflash_tools)",
-            "pip install dflash-tools in the environment that runs vLLM; the launch line sets "
-            "DFLASH_TOOLS_REQUIRE_PLUGIN=1 so that vLLM stops instead of serving it without the patch",
+            f"{VLLM_INSTALL_HINT}; the launch line sets DFLASH_TOOLS_REQUIRE_PLUGIN=1 so that vLLM stops "
+            "instead of serving it without the patch",
             keys=("sample_from_anchor",),
         )
         return

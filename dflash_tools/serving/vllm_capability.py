@@ -22,6 +22,7 @@ from importlib.metadata import PackageNotFoundError, entry_points, version
 from pathlib import Path
 from typing import Any
 
+from dflash_tools.errors import VLLM_INSTALL_HINT
 from dflash_tools.vllm_plugin.fingerprints import SUPPORTED_VERSIONS, Classification, classify, has_v1_runner
 from dflash_tools.vllm_plugin.markers import DISABLE_ENV, ENTRY_POINT_NAME, truthy
 from dflash_tools.vllm_plugin.sources import SourceReader, directory_reader, installed_package_root
@@ -184,7 +185,7 @@ def detect_vllm(environ: dict[str, str] | os._Environ[str] | None = None) -> Vll
             version=None,
             location=None,
             support="absent",
-            reason="vLLM is not installed in this Python environment (pip install 'dflash-tools[vllm]')",
+            reason=f"vLLM is not installed in this Python environment ({VLLM_INSTALL_HINT})",
             plugin_registered=plugin_registered(),
             plugin_allowed=plugin_allowed(env),
             plugin_disabled=truthy(env.get(DISABLE_ENV)),

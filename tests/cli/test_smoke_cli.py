@@ -380,7 +380,7 @@ def test_engine_not_installed_is_a_setup_error(setup: dict[str, str], monkeypatc
     monkeypatch.delenv(CHILD_COMMAND_ENV, raising=False)
     code, _, err = invoke(*base_args(setup, "--engine", "vllm"))
     assert code == 2
-    assert "the vllm engine is not installed" in err and "dflash-tools[vllm]" in err
+    assert "the vllm engine is not installed" in err and "pip install '.[vllm]'" in err
 
 
 def test_usage_errors(setup: dict[str, str], tmp_path: Path) -> None:

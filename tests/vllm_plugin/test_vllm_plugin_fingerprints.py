@@ -59,7 +59,7 @@ def test_capability_without_vllm_installed(monkeypatch: pytest.MonkeyPatch) -> N
     capability = detect_vllm({})
     assert capability.installed is False
     assert capability.support == "absent"
-    assert "pip install 'dflash-tools[vllm]'" in capability.reason
+    assert "pip install '.[vllm]'" in capability.reason
 
 
 @pytest.mark.parametrize("version", ["0.33.0", "0.34.0"])
