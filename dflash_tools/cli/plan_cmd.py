@@ -31,7 +31,8 @@ Examples:
   dflash-tools plan --preset qwen3.8-27b-dflash2 --gpu-memory 24 \\
       --tensor-parallel-size 4
   dflash-tools plan -t example:vllm-cpu-demo/target \\
-      -d example:vllm-cpu-demo/zlab-dflash --gpu-memory 16 --engine vllm==0.34.0
+      -d example:vllm-cpu-demo/zlab-dflash --gpu-memory 16 \\
+      --engine vllm==0.34.0
 """
 
 EPILOG = (
@@ -58,7 +59,9 @@ def register(app: typer.Typer) -> None:
 def plan_command(
     target: Annotated[
         str | None,
-        typer.Option("--target", "-t", help="Target model (Hub repo id, folder or example:NAME).", rich_help_panel=WHAT),
+        typer.Option(
+            "--target", "-t", help="Target model (Hub repo id, folder or example:NAME).", rich_help_panel=WHAT
+        ),
     ] = None,
     drafts: Annotated[
         list[str] | None,
@@ -165,15 +168,14 @@ def plan_command(
     dtype: Annotated[
         str | None,
         typer.Option(
-            "--dtype", help="Model dtype (default: the target config's; float32 is served as bfloat16).",
+            "--dtype",
+            help="Model dtype (default: the target config's; float32 is served as bfloat16).",
             rich_help_panel=SERVING,
         ),
     ] = None,
     kv_cache_dtype: Annotated[
         str | None,
-        typer.Option(
-            "--kv-cache-dtype", help="KV cache dtype (auto: the model dtype; fp8).", rich_help_panel=SERVING
-        ),
+        typer.Option("--kv-cache-dtype", help="KV cache dtype (auto: the model dtype; fp8).", rich_help_panel=SERVING),
     ] = None,
     revision: Annotated[
         str | None, typer.Option("--revision", help="Hub revision of the drafts.", rich_help_panel=Panel.HUB)

@@ -11,6 +11,7 @@ from rich.text import Text
 from dflash_tools.cli._errors import EXIT_FINDINGS, EXIT_OK, handle_errors
 from dflash_tools.cli._layout import (
     Fix,
+    console_width,
     fits,
     key_values,
     pack,
@@ -19,7 +20,7 @@ from dflash_tools.cli._layout import (
     print_fixes,
     print_line,
     print_unpadded,
-    console_width,
+    wrap_words,
 )
 from dflash_tools.cli._output import OutputFormat, printable, stdout_console, write_json
 from dflash_tools.draft.findings import Severity
@@ -194,6 +195,16 @@ def _verdict(plans: list[dict[str, Any]]) -> Text:
     return Text.assemble(("FAIL", "bold red"), ": ", summary)
 
 
+def _print_verdict(console: Console, verdict: Text) -> None:
+    """The verdict wrapped at words (engine names are long), its status word styled."""
+    status = verdict.plain.split(":", 1)[0]
+    for index, line in enumerate(wrap_words(verdict.plain, console_width(console), "  ", first_indent="")):
+        text = Text(line)
+        if index == 0:
+            text.stylize("bold green" if status == "OK" else "bold red", 0, len(status))
+        print_line(console, text)
+
+
 def _name(engine: dict[str, Any]) -> str:
     return f"{engine['engine']}=={engine['version']}"
 
@@ -209,14 +220,14 @@ def _findings(plan: dict[str, Any]) -> list[dict[str, Any]]:
 def render(plans: list[dict[str, Any]], *, quiet: bool = False, no_color: bool = False) -> None:
     console = stdout_console(no_color)
     verdict = _verdict(plans)
-    print_line(console, verdict)
+    _print_verdict(console, verdict)
     for index, plan in enumerate(plans):
         if len(plans) > 1:
             status = ("ok", "green") if plan["ok"] else ("fails", "bold red")
             head = Text.assemble((f"draft {index + 1} of {len(plans)}: ", "bold"), status)
             print_line(console, head)
         render_plan(console, plan, quiet=quiet)
-    print_line(console, verdict)
+    _print_verdict(console, verdict)
 
 
 def render_plan(console: Console, plan: dict[str, Any], *, quiet: bool = False) -> None:
@@ -273,8 +284,16 @@ def _rows(plan: dict[str, Any]) -> list[tuple[str, list[str]]]:
     rows.append(("draft", draft_row + _dims(draft["model"])))
     if plan["max_model_len"]:
         length = plan["max_model_len"]
-        rows.append(("serving", [f"max_model_len {length['value']} ({length['source']})",
-                                 f"dtype {plan['serving_dtype']}", f"KV cache {plan['kv_cache_dtype']}"]))
+        rows.append(
+            (
+                "serving",
+                [
+                    f"max_model_len {length['value']} ({length['source']})",
+                    f"dtype {plan['serving_dtype']}",
+                    f"KV cache {plan['kv_cache_dtype']}",
+                ],
+            )
+        )
     weights = plan["weights"]
     if weights:
         tp = weights["target"]["tensor_parallel_size"]
@@ -316,10 +335,7 @@ def _rows(plan: dict[str, Any]) -> list[tuple[str, list[str]]]:
         rows.append(("memory", ["not checked: pass --gpu-memory GIB"]))
     parallel = plan["tensor_parallel"]
     if parallel:
-        vocab = [
-            f"{v['model']} vocab {v['vocab_size']} → {v['padded_vocab_size']} rows"
-            for v in parallel["vocab"]
-        ]
+        vocab = [f"{v['model']} vocab {v['vocab_size']} → {v['padded_vocab_size']} rows" for v in parallel["vocab"]]
         rows.append(
             (
                 "parallel",
@@ -344,9 +360,7 @@ def _engine_cells(engine: dict[str, Any]) -> list[tuple[str, str]]:
     budget_text = "-"
     if budget:
         sign = "≥" if budget["ok"] else "<"
-        budget_text = (
-            f"{budget['max_num_batched_tokens']} {sign} {budget['max_num_seqs']}×{budget['num_query_tokens']}"
-        )
+        budget_text = f"{budget['max_num_batched_tokens']} {sign} {budget['max_num_seqs']}×{budget['num_query_tokens']}"
     k = engine["num_speculative_tokens"]
     queries = engine["num_query_tokens"]
     return [

@@ -362,8 +362,7 @@ def serving_rules(*, budget_cite: str) -> tuple[ServingRule, ...]:
         ),
         ServingRule(
             "dcp-divides-tp",
-            "tensor_parallel_size is a multiple of decode_context_parallel_size (DCP reuses the tensor-parallel "
-            "ranks)",
+            "tensor_parallel_size is a multiple of decode_context_parallel_size (DCP reuses the tensor-parallel ranks)",
             "refused at start-up",
             "vllm/config/parallel.py: ParallelConfig._validate_parallel_config",
         ),

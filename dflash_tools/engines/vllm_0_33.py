@@ -31,7 +31,9 @@ RULES = EngineRules(
         utilization_cite="vllm/config/cache.py: CacheConfig",
         utilization_note="the field's default",
     ),
-    serving_rules=_vllm_reads.serving_rules(budget_cite="vllm/config/vllm.py: VllmConfig._set_max_num_scheduled_tokens"),
+    serving_rules=_vllm_reads.serving_rules(
+        budget_cite="vllm/config/vllm.py: VllmConfig._set_max_num_scheduled_tokens"
+    ),
     derive_target_layer_ids=_vllm_reads.default_capture_layer_ids,
     captures_sorted=True,
     launch=_vllm_reads.launch(

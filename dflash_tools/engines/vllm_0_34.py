@@ -47,8 +47,7 @@ RULES = EngineRules(
             LaunchFlag(
                 "draft-dcp",
                 "draft_decode_context_parallel_size",
-                "a key of the --speculative-config JSON: the draft's decode context parallelism (1, or the "
-                "target's)",
+                "a key of the --speculative-config JSON: the draft's decode context parallelism (1, or the target's)",
                 "vllm/config/speculative.py: SpeculativeConfig",
             ),
         )

@@ -75,7 +75,11 @@ class LaunchSettings:
             ("kv-cache-dtype", self.kv_cache_dtype),
             ("gpu-memory-utilization", self.gpu_memory_utilization),
         ]
-        return [(role, f"{value:g}" if isinstance(value, float) else str(value)) for role, value in values if value is not None]
+        return [
+            (role, f"{value:g}" if isinstance(value, float) else str(value))
+            for role, value in values
+            if value is not None
+        ]
 
 
 def settings_argv(rules: EngineRules, settings: LaunchSettings | None) -> list[str]:

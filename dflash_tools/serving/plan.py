@@ -548,9 +548,7 @@ def _settings(plan: ServingPlan, engine: EnginePlan) -> dict[str, Setting]:
         return settings
     memory = request.gpu_memory_gib
     settings["max_num_seqs"] = _given_or_default(request, rules, "max_num_seqs", request.max_num_seqs, memory)
-    batched = _given_or_default(
-        request, rules, "max_num_batched_tokens", request.max_num_batched_tokens, memory
-    )
+    batched = _given_or_default(request, rules, "max_num_batched_tokens", request.max_num_batched_tokens, memory)
     queries = engine.num_query_tokens
     if queries is not None and engine.view.draft_tokens is not None:
         layout_first = engine.view.layout is Layout.ANCHOR_FIRST
@@ -662,7 +660,7 @@ def _draft_pass_budget(plan: ServingPlan, engine: EnginePlan) -> None:
         "DFT080",
         f"max_num_batched_tokens {batched} < max_num_seqs {budget.max_num_seqs} × {queries} query positions "
         f"({layout}, K = {budget.num_speculative_tokens}) = {budget.required}: it runs at most {capped} requests "
-        f"at once instead of {budget.max_num_seqs} (max_num_active_seqs = {batched} // {queries})",
+        f"at once instead of {budget.max_num_seqs} (it lowers max_num_active_seqs to {capped})",
         f"pass --max-num-batched-tokens {budget.required}, or --max-num-seqs {capped}",
         keys=("max_num_batched_tokens", "max_num_seqs"),
         required=budget.required,
@@ -676,8 +674,7 @@ def _dcp_divides_tp(plan: ServingPlan, engine: EnginePlan) -> None:
     if dcp > 1 and tp % dcp:
         engine.note(
             "DFT083",
-            f"tensor_parallel_size {tp} is not a multiple of decode_context_parallel_size {dcp}: refused at "
-            "start-up",
+            f"tensor_parallel_size {tp} is not a multiple of decode_context_parallel_size {dcp}: refused at start-up",
             "choose a --decode-context-parallel-size that divides --tensor-parallel-size",
             keys=("decode_context_parallel_size",),
         )

@@ -60,10 +60,8 @@ def parse_case(command: str, previous: dict[str, str]) -> dict[str, Any]:
         args = parser.parse_args(argv[2:])
         if getattr(args, "model_tag", None) is not None:
             args.model = args.model_tag  # what `vllm serve`'s cmd() does with the positional model
-        config = AsyncEngineArgs.from_cli_args(args).create_engine_config(
-            usage_context=UsageContext.OPENAI_API_SERVER
-        )
-    except BaseException as exc:  # noqa: BLE001 - a refusal is a result
+        config = AsyncEngineArgs.from_cli_args(args).create_engine_config(usage_context=UsageContext.OPENAI_API_SERVER)
+    except BaseException as exc:  # a refusal is a result
         out["error"] = _error(exc)
         return out
     speculative = config.speculative_config
