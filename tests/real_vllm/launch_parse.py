@@ -21,6 +21,7 @@ import json
 import os
 import shlex
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -159,7 +160,9 @@ def main() -> None:
     results: dict[str, Any] = {}
     previous: dict[str, str] = {}
     for name, command in document["cases"].items():
+        started = time.monotonic()
         results[name] = parse_case(command, previous)
+        results[name]["seconds"] = round(time.monotonic() - started, 3)
         previous = results[name]["environment"]
     import vllm
     from vllm.config.speculative import SpeculativeConfig

@@ -1,6 +1,6 @@
 """The serving plan's vLLM launch lines, parsed by the real vLLM of this tier (docs/plan.md).
 
-`dflash-tools plan --engine vllm==VERSION --json` plans the bundled demos and the presets (their
+`dflash-tools plan --engine vllm==VERSION --json` (in this process) plans the bundled demos and the presets (their
 Hub repos written as a Hugging Face cache and read offline, as vLLM reads them too:
 `dflash_tools.testing.targets`); one child process (`launch_parse.py`) feeds every printed line,
 its `NAME=value` environment included, to vLLM's own parser and config builder. The config must
@@ -75,26 +75,32 @@ def _environment(cache: Path) -> dict[str, str]:
     return env
 
 
+def run_plans(cache: Path) -> dict[str, Any]:
+    """`dflash-tools plan ... --json` for every entry of PLANS, in this process (typer's runner),
+    reading the Hub cache offline."""
+    from huggingface_hub import constants
+    from typer.testing import CliRunner
+
+    from dflash_tools.cli import app
+
+    plans: dict[str, Any] = {}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(constants, "HF_HUB_CACHE", str(cache))
+        patch.setattr(constants, "HF_HUB_OFFLINE", True)
+        for name, options in PLANS.items():
+            result = CliRunner().invoke(app, ["plan", *options, "--engine", SPEC, "--json"])
+            document = json.loads(result.stdout)
+            assert result.exit_code == (1 if name in FLAGGED else 0), (name, result.output[-2000:])
+            plans[name] = document
+    return plans
+
+
 @pytest.fixture(scope="module")
 def planned(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """Every plan's JSON, and what the child made of every vLLM line they print."""
     root = tmp_path_factory.mktemp("plan-commands")
     cache = write_hub_cache(root / "hf" / "hub")
-    env = _environment(cache)
-    plans: dict[str, Any] = {}
-    for name, options in PLANS.items():
-        done = subprocess.run(
-            [sys.executable, "-m", "dflash_tools", "plan", *options, "--engine", SPEC, "--json"],
-            capture_output=True,
-            text=True,
-            env=env,
-            cwd=root,
-            timeout=120,
-            check=False,
-        )
-        document = json.loads(done.stdout)
-        assert done.returncode == (1 if name in FLAGGED else 0), (name, done.stderr[-2000:], document)
-        plans[name] = document
+    plans = run_plans(cache)
     cases = {
         f"{name}/{index}": plan["engines"][SPEC]["launch_command"]
         for name, document in plans.items()
@@ -105,7 +111,7 @@ def planned(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         [sys.executable, str(CHILD), str(root / "cases.json")],
         capture_output=True,
         text=True,
-        env=env,
+        env=_environment(cache),
         cwd=root,
         timeout=600,
         check=False,
