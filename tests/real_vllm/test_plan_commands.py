@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -101,11 +102,16 @@ def planned(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     root = tmp_path_factory.mktemp("plan-commands")
     cache = write_hub_cache(root / "hf" / "hub")
     plans = run_plans(cache)
-    cases = {
-        f"{name}/{index}": plan["engines"][SPEC]["launch_command"]
-        for name, document in plans.items()
-        for index, plan in enumerate(document["plans"])
-    }
+    cases = {}
+    for name, document in plans.items():
+        for index, plan in enumerate(document["plans"]):
+            launch = plan["engines"][SPEC]["launch"]
+            cases[f"{name}/{index}"] = plan["engines"][SPEC]["launch_command"]
+            # The same line on the V1 model runner: what the line's runner choice guards against.
+            forced = {**launch["environment"], "VLLM_USE_V2_MODEL_RUNNER": "0"}
+            cases[f"{name}/{index}/v1"] = " ".join(
+                [*(f"{key}={shlex.quote(value)}" for key, value in sorted(forced.items())), shlex.join(launch["argv"])]
+            )
     (root / "cases.json").write_text(json.dumps({"cases": cases, "gpu_sizes": GPU_SIZES}), encoding="utf-8")
     done = subprocess.run(
         [sys.executable, str(CHILD), str(root / "cases.json")],
@@ -133,11 +139,13 @@ def _same_model(found: str, named: str) -> bool:
     return found == named or snapshots in found
 
 
-def _cases(planned: dict[str, Any]) -> list[tuple[str, dict[str, Any], dict[str, Any], dict[str, Any]]]:
+def _cases(
+    planned: dict[str, Any], suffix: str = ""
+) -> list[tuple[str, dict[str, Any], dict[str, Any], dict[str, Any]]]:
     out = []
     for name, document in planned["plans"].items():
         for index, plan in enumerate(document["plans"]):
-            out.append((name, plan, plan["engines"][SPEC], planned["parsed"]["cases"][f"{name}/{index}"]))
+            out.append((name, plan, plan["engines"][SPEC], planned["parsed"]["cases"][f"{name}/{index}{suffix}"]))
     return out
 
 
@@ -223,3 +231,24 @@ def test_the_tables_defaults_are_this_vllms(planned: dict[str, Any]) -> None:
             assert default is not None and default.value == found[setting], (found, setting)
     utilization = RULES.serving_default("gpu_memory_utilization")
     assert utilization is not None and utilization.value == planned["parsed"]["gpu_memory_utilization"]
+
+
+def test_the_runner_the_line_selects_is_the_one_vllm_needs(planned: dict[str, Any]) -> None:
+    """Each line again with VLLM_USE_V2_MODEL_RUNNER=0: 0.34.0 has no V1 runner and refuses every
+    one; 0.33.0's V1 runner refuses DFlash2 and (with the plugin) anchor-first drafts, exactly the
+    lines on which the plan sets VLLM_USE_V2_MODEL_RUNNER=1, and serves the others."""
+    refused = 0
+    for name, plan, engine, on_v1 in _cases(planned, "/v1"):
+        selects_v2 = engine["launch"]["environment"].get("VLLM_USE_V2_MODEL_RUNNER") == "1"
+        error = on_v1.get("error", "")
+        if not RULES.has_v1_runner:
+            assert "Model Runner V1 has been removed" in error, (name, error)
+            assert not selects_v2, name  # nothing to select on a release with one runner
+            refused += 1
+        elif selects_v2:
+            assert "Model Runner V1" in error or "V1 DFlashProposer" in error, (name, error)
+            refused += 1
+        else:
+            assert not error, (name, error)
+            assert plan["draft"]["algorithm"] == "dflash" and plan["geometry"]["layout"] == "bonus-anchor", name
+    assert refused >= 11  # every line but the bonus DFlash1 demo's and the Qwen3-8B preset's
