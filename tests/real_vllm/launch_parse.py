@@ -17,6 +17,8 @@ Prints one JSON document.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import shlex
@@ -58,7 +60,13 @@ def parse_case(command: str, previous: dict[str, str]) -> dict[str, Any]:
         return out
     try:
         parser = make_arg_parser(FlexibleArgumentParser(prog="vllm serve"))
-        args = parser.parse_args(argv[2:])
+        said = io.StringIO()
+        try:
+            with contextlib.redirect_stderr(said):
+                args = parser.parse_args(argv[2:])
+        except SystemExit:  # argparse's usage error: keep what it said
+            out["error"] = f"vllm serve refused the line: {said.getvalue().strip().splitlines()[-1:]}"
+            return out
         if getattr(args, "model_tag", None) is not None:
             args.model = args.model_tag  # what `vllm serve`'s cmd() does with the positional model
         config = AsyncEngineArgs.from_cli_args(args).create_engine_config(usage_context=UsageContext.OPENAI_API_SERVER)
