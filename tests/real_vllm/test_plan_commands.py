@@ -252,3 +252,14 @@ def test_the_runner_the_line_selects_is_the_one_vllm_needs(planned: dict[str, An
             assert not error, (name, error)
             assert plan["draft"]["algorithm"] == "dflash" and plan["geometry"]["layout"] == "bonus-anchor", name
     assert refused >= 11  # every line but the bonus DFlash1 demo's and the Qwen3-8B preset's
+
+
+def test_engine_vllm_plans_for_the_release_installed_here() -> None:
+    from typer.testing import CliRunner
+
+    from dflash_tools.cli import app
+
+    result = CliRunner().invoke(app, ["plan", *PLANS["demo"][:4], "-d", "example:vllm-cpu-demo/zlab-dflash"]
+                                + ["--engine", "vllm", "--json"])  # fmt: skip
+    assert result.exit_code == 0, result.output[-2000:]
+    assert list(json.loads(result.stdout)["plans"][0]["engines"]) == [SPEC]

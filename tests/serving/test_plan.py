@@ -10,6 +10,7 @@ to vLLM itself.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from typer.testing import CliRunner
 from dflash_tools.cli import app
 from dflash_tools.engines import ENGINE_RULES
 from dflash_tools.reading.local import examples_dir
+from dflash_tools.serving.launch import LaunchSettings, settings_argv
 from dflash_tools.serving.plan import SERVING_RULES
 from dflash_tools.testing.targets import QWEN38_27B_STAND_IN, write_hub_cache
 
@@ -323,6 +325,21 @@ def test_the_tables_defaults_by_gpu_memory() -> None:
     assert sglang.serving_default("max_running_requests", path="DFLASH").value == 48  # type: ignore[union-attr]
 
 
+def test_settings_take_each_engines_flag_and_skip_what_it_has_none_for() -> None:
+    settings = LaunchSettings(
+        target_revision="abc123", max_model_len=4096, max_num_seqs=16, max_num_batched_tokens=8192,
+        tensor_parallel_size=2, gpu_memory_utilization=0.85,
+    )  # fmt: skip
+    assert settings_argv(ENGINE_RULES["vllm==0.33.0"], settings) == [
+        *("--revision", "abc123", "--max-model-len", "4096", "--max-num-seqs", "16"),
+        *("--max-num-batched-tokens", "8192", "--tensor-parallel-size", "2", "--gpu-memory-utilization", "0.85"),
+    ]
+    # SGLang: no per-step token budget, and its memory fraction is not vLLM's utilization.
+    assert settings_argv(ENGINE_RULES["sglang==0.5.23"], settings) == [
+        *("--revision", "abc123", "--context-length", "4096", "--max-running-requests", "16", "--tp-size", "2"),
+    ]
+
+
 # --- usage --------------------------------------------------------------------------------------
 
 
@@ -340,3 +357,10 @@ def test_usage_errors_exit_2_with_one_json_document(args: list[str], message: st
     code, document = plan(*args)
     assert code == 2 and document["ok"] is False and document["command"] == "plan"
     assert message in document["error"]["message"]
+
+
+@pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="a vLLM is installed here")
+def test_engine_vllm_names_the_installed_release_and_there_is_none() -> None:
+    code, document = plan(*DEMO, "--engine", "vllm")
+    assert code == 2 and "--engine vllm: no vLLM installed here" in document["error"]["message"]
+    assert document["error"]["hint"] == "name a release: --engine vllm==0.34.0"
