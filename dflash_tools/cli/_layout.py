@@ -32,7 +32,7 @@ _QUOTED = re.compile(r"`[^`]*`")
 # `K_max = 7`, `a → b`: a value stays on the line of the name it belongs to.
 _BOUND = re.compile(r"(?<=\S) (=|→|×) (?=\S)")
 # A hint's command: a backtick span that starts with our program name and has arguments.
-_COMMAND = re.compile(r"`(dflash-tools\s+(?:inspect|convert|smoke-test|examples)\s+[^`]+)`")
+_COMMAND = re.compile(r"`(dflash-tools\s+(?:inspect|convert|plan|smoke-test|examples)\s+[^`]+)`")
 _PLACEHOLDER = re.compile(r"(?<![\w./-])(?:N|SRC|OUT|REPO|PATH)(?![\w./-])")
 
 

@@ -85,6 +85,27 @@ _CATALOGUE: tuple[CodeInfo, ...] = (
         "DFT075", Severity.WARNING, "what the engine uses depends on the target, and cannot be checked from the draft"
     ),
     CodeInfo("DFT076", Severity.INFO, "served as trained only with the dflash-tools vLLM plugin on the serving host"),
+    CodeInfo(
+        "DFT080",
+        Severity.ERROR,
+        "max_num_batched_tokens is below max_num_seqs x the draft's query positions (the draft pass runs fewer "
+        "requests at once)",
+    ),
+    CodeInfo(
+        "DFT081",
+        Severity.WARNING,
+        "the engine's default for a serving setting breaks a check: the launch line sets the value that holds",
+    ),
+    CodeInfo("DFT082", Severity.ERROR, "the weights and one request of max_model_len do not fit in the GPU memory"),
+    CodeInfo(
+        "DFT083",
+        Severity.ERROR,
+        "tensor or decode context parallelism cannot split the target or the draft (heads, KV heads, vocabulary)",
+    ),
+    CodeInfo("DFT084", Severity.INFO, "the launch line pins a draft setting the release needs (the draft's DCP)"),
+    CodeInfo("DFT085", Severity.INFO, "the launch line selects the model runner that serves the draft"),
+    CodeInfo("DFT086", Severity.INFO, "the engine caps the running requests lower than asked unless told otherwise"),
+    CodeInfo("DFT087", Severity.WARNING, "the memory check is incomplete (weights unknown, or state not counted)"),
     CodeInfo("DFT059", Severity.ERROR, "duplicated JSON key with different values (readers disagree on which wins)"),
     CodeInfo("DFT060", Severity.WARNING, "duplicated JSON key repeating the same value"),
     CodeInfo("DFT061", Severity.ERROR, "string with a lone surrogate: not Unicode, refused by strict JSON readers"),

@@ -22,6 +22,8 @@ from dflash_tools.engines._model import (
     Outcome,
     QueryCountSite,
     Route,
+    ServingDefault,
+    ServingRule,
     WhenMissing,
 )
 
@@ -37,6 +39,8 @@ __all__ = [
     "Outcome",
     "QueryCountSite",
     "Route",
+    "ServingDefault",
+    "ServingRule",
     "WhenMissing",
     "get_rules",
     "json_key",

@@ -142,12 +142,48 @@ class LaunchFlag:
     Roles: "program" (the command), "target", "algorithm", "draft", "draft-revision",
     "draft-tokens" (SGLang DFLASH: the verify window), "dspark-block-size" (SGLang DSPARK: the
     number of drafts), "speculative-config" (vLLM: the JSON with method, model and K), "env"
-    (an environment variable, `name=value`).
+    (an environment variable, `name=value`). The serving plan's settings, each a flag with a
+    value: "target-revision", "max-num-seqs", "max-num-batched-tokens", "max-model-len",
+    "tensor-parallel-size", "decode-context-parallel-size", "dtype", "kv-cache-dtype",
+    "gpu-memory-utilization"; and "draft-dcp" (vLLM: a key of the speculative-config JSON).
     """
 
     role: str
     name: str
     meaning: str
+    cite: str
+
+
+@dataclass(frozen=True)
+class ServingDefault:
+    """A launch setting the release picks when the launch line leaves it out.
+
+    `setting` is the setting's name in the serving plan (`max_num_seqs`, `max_num_batched_tokens`,
+    `gpu_memory_utilization`, `max_running_requests`). A default that depends on the GPU applies
+    from `min_gpu_memory_gib` of memory per GPU up (the largest threshold reached wins); `note`
+    says what else the release looks at. `paths`: the speculative paths it applies to (empty:
+    every path).
+    """
+
+    setting: str
+    value: int | float
+    cite: str
+    min_gpu_memory_gib: float = 0.0
+    paths: tuple[str, ...] = ()
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class ServingRule:
+    """A rule the release enforces on the launch settings of a plan, stated in our words.
+
+    `name` is stable: the serving plan (`serving.plan`) implements each name once and a test keeps
+    every table's names implemented. `broken` says what the release does when the rule is broken.
+    """
+
+    name: str
+    rule: str
+    broken: str
     cite: str
 
 
@@ -174,6 +210,9 @@ class EngineRules:
     keys: tuple[KeyRead, ...] = ()
     checks: tuple[Check, ...] = ()
     launch: tuple[LaunchFlag, ...] = ()
+    # What the serving plan needs: the settings the release defaults, the rules on those settings.
+    serving_defaults: tuple[ServingDefault, ...] = ()
+    serving_rules: tuple[ServingRule, ...] = ()
     # The target layers the release captures for a draft whose config names none, as z-lab ids,
     # from (target layers, draft layers); None where it has no rule for that.
     derive_target_layer_ids: Callable[[int, int], list[int]] | None = None
@@ -214,6 +253,24 @@ class EngineRules:
     def flags(self, role: str) -> tuple[LaunchFlag, ...]:
         return tuple(flag for flag in self.launch if flag.role == role)
 
+    def serving_default(
+        self, setting: str, gpu_memory_gib: float | None = None, path: str | None = None
+    ) -> ServingDefault | None:
+        """The release's default for `setting` on a GPU of `gpu_memory_gib` (None: the smallest
+        tier) when serving on `path`; None when the table has none."""
+        memory = 0.0 if gpu_memory_gib is None else gpu_memory_gib
+        candidates = [
+            default
+            for default in self.serving_defaults
+            if default.setting == setting
+            and default.min_gpu_memory_gib <= memory
+            and (not default.paths or path is None or path in default.paths)
+        ]
+        return max(candidates, key=lambda default: default.min_gpu_memory_gib, default=None)
+
+    def serving_rule(self, name: str) -> ServingRule | None:
+        return next((rule for rule in self.serving_rules if rule.name == name), None)
+
     def cites(self) -> list[str]:
         """Every citation in the table (the tiers check each against the released files)."""
         items: list[Any] = [
@@ -224,5 +281,7 @@ class EngineRules:
             *self.checks,
             *self.launch,
             *self.query_count_sites,
+            *self.serving_defaults,
+            *self.serving_rules,
         ]
         return [item.cite for item in items]

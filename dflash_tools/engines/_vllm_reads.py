@@ -16,6 +16,8 @@ from dflash_tools.engines._model import (
     LayoutRule,
     Outcome,
     Route,
+    ServingDefault,
+    ServingRule,
     WhenMissing,
 )
 
@@ -279,7 +281,38 @@ def checks(*, speculators_cite: str = f"{_ALGOS}: update_dflash") -> tuple[Check
     )
 
 
-def launch(*, runner_env: tuple[LaunchFlag, ...] = ()) -> tuple[LaunchFlag, ...]:
+_ADD_CLI_ARGS = "vllm/engine/arg_utils.py: EngineArgs.add_cli_args"
+
+# The serving plan's settings, each a `vllm serve` flag with a value (both releases).
+_SETTING_FLAGS = (
+    LaunchFlag("target-revision", "--revision", "the target's Hub revision", _ADD_CLI_ARGS),
+    LaunchFlag("max-model-len", "--max-model-len", "the longest request (prompt + output) in tokens", _ADD_CLI_ARGS),
+    LaunchFlag("max-num-seqs", "--max-num-seqs", "the most requests scheduled at once", _ADD_CLI_ARGS),
+    LaunchFlag(
+        "max-num-batched-tokens",
+        "--max-num-batched-tokens",
+        "the tokens of one scheduler step; also the rows of the draft pass (max_num_seqs x query positions)",
+        _ADD_CLI_ARGS,
+    ),
+    LaunchFlag("tensor-parallel-size", "--tensor-parallel-size", "GPUs the target is split across", _ADD_CLI_ARGS),
+    LaunchFlag(
+        "decode-context-parallel-size",
+        "--decode-context-parallel-size",
+        "decode context parallelism (DCP) of the target, within its tensor-parallel ranks",
+        _ADD_CLI_ARGS,
+    ),
+    LaunchFlag("dtype", "--dtype", "the model dtype", _ADD_CLI_ARGS),
+    LaunchFlag("kv-cache-dtype", "--kv-cache-dtype", "the KV cache dtype", _ADD_CLI_ARGS),
+    LaunchFlag(
+        "gpu-memory-utilization",
+        "--gpu-memory-utilization",
+        "the fraction of each GPU's memory vLLM may use",
+        _ADD_CLI_ARGS,
+    ),
+)
+
+
+def launch(*, runner_env: tuple[LaunchFlag, ...] = (), extra: tuple[LaunchFlag, ...] = ()) -> tuple[LaunchFlag, ...]:
     return (
         LaunchFlag("program", "vllm serve", "the OpenAI-compatible server", "vllm/entrypoints/cli/serve.py"),
         LaunchFlag(
@@ -292,7 +325,55 @@ def launch(*, runner_env: tuple[LaunchFlag, ...] = ()) -> tuple[LaunchFlag, ...]
             "in its name is not detected), model (the draft), num_speculative_tokens (K), revision",
             "vllm/engine/arg_utils.py: EngineArgs.add_cli_args",
         ),
+        *_SETTING_FLAGS,
+        *extra,
         *runner_env,
+    )
+
+
+_BATCH_DEFAULTS = "vllm/engine/arg_utils.py: EngineArgs.get_batch_defaults"
+_LARGE_GPU = "GPUs of 70 GiB or more other than A100 and GB10 (which keep the smaller defaults)"
+
+
+def serving_defaults(*, utilization_cite: str, utilization_note: str = "") -> tuple[ServingDefault, ...]:
+    """What `vllm serve` picks when the launch line leaves a setting out (the OpenAI server's
+    usage context; vLLM's CPU build has defaults of its own). Both releases use the same values."""
+    return (
+        ServingDefault("max_num_seqs", 256, _BATCH_DEFAULTS, note="GPUs below 70 GiB"),
+        ServingDefault("max_num_seqs", 1024, _BATCH_DEFAULTS, 70.0, note=_LARGE_GPU),
+        ServingDefault("max_num_seqs", 1024, _BATCH_DEFAULTS, 160.0, note="GPUs of 160 GiB or more"),
+        ServingDefault("max_num_batched_tokens", 2048, _BATCH_DEFAULTS, note="GPUs below 70 GiB"),
+        ServingDefault("max_num_batched_tokens", 8192, _BATCH_DEFAULTS, 70.0, note=_LARGE_GPU),
+        ServingDefault("max_num_batched_tokens", 16384, _BATCH_DEFAULTS, 160.0, note="GPUs of 160 GiB or more"),
+        ServingDefault("gpu_memory_utilization", 0.92, utilization_cite, note=utilization_note),
+    )
+
+
+def serving_rules(*, budget_cite: str) -> tuple[ServingRule, ...]:
+    """The rules on launch settings both releases enforce with a DFlash-family draft."""
+    return (
+        ServingRule(
+            "draft-pass-budget",
+            "max_num_batched_tokens >= max_num_seqs x the query positions per request of the draft pass "
+            "(K + 1; K for an anchor-first draft through the dflash-tools plugin)",
+            "the release lowers max_num_active_seqs to max_num_batched_tokens // query positions, with a "
+            "warning: fewer requests run at once than max_num_seqs",
+            budget_cite,
+        ),
+        ServingRule(
+            "dcp-divides-tp",
+            "tensor_parallel_size is a multiple of decode_context_parallel_size (DCP reuses the tensor-parallel ranks)",
+            "refused at start-up",
+            "vllm/config/parallel.py: ParallelConfig._validate_parallel_config",
+        ),
+        ServingRule(
+            "dcp-gqa-target",
+            "with decode_context_parallel_size above 1, a target without MLA needs tensor_parallel_size above its "
+            "KV heads, decode_context_parallel_size at most tensor_parallel_size // KV heads, and its query heads "
+            "per KV head divisible by decode_context_parallel_size",
+            "refused at start-up",
+            "vllm/config/model.py: ModelConfig.verify_with_parallel_config",
+        ),
     )
 
 

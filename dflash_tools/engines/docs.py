@@ -19,8 +19,9 @@ _HEAD = """# What each engine release does with a draft
 
 Generated from the tables in `dflash_tools/engines/` by
 `python -m dflash_tools.engines.docs > docs/engines.md`; a test fails when the two differ.
-`dflash-tools inspect --engine ...` applies these tables to a draft (docs/inspect.md, "Engines")
-and `dflash-tools convert --for ...` writes what they read (docs/convert.md).
+`dflash-tools inspect --engine ...` applies these tables to a draft (docs/inspect.md, "Engines"),
+`dflash-tools convert --for ...` writes what they read (docs/convert.md) and `dflash-tools plan`
+builds launch lines from them and checks their serving rules (docs/plan.md).
 
 Terms. A *path* is how the engine serves a draft: SGLang's `--speculative-algorithm` (`DFLASH`,
 `DSPARK`) or vLLM's `method` (`dflash`, `dspark`). A *location* is a dotted key path in the
@@ -109,6 +110,28 @@ def render_rules(rules: EngineRules) -> list[str]:
         lines += _table(
             ("role", "flag", "meaning", "from"),
             ((f.role, _code(f.name), f.meaning, f.cite) for f in rules.launch),
+        )
+    if rules.serving_defaults:
+        lines += ["### Defaults the serving plan reads", ""]
+        lines += _table(
+            ("setting", "value", "from GPU memory", "paths", "from", "notes"),
+            (
+                (
+                    _code(d.setting),
+                    f"`{d.value}`",
+                    f"{d.min_gpu_memory_gib:g} GiB",
+                    ", ".join(_code(path) for path in d.paths) or "all",
+                    d.cite,
+                    d.note,
+                )
+                for d in rules.serving_defaults
+            ),
+        )
+    if rules.serving_rules:
+        lines += ["### Rules on the launch settings (the serving plan checks them)", ""]
+        lines += _table(
+            ("rule", "what must hold", "when broken", "from"),
+            ((_code(r.name), r.rule, r.broken, r.cite) for r in rules.serving_rules),
         )
     if rules.query_count_sites:
         lines += ["### Where the release sizes draft work from the query count", ""]

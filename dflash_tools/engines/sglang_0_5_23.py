@@ -24,6 +24,7 @@ from dflash_tools.engines._model import (
     LayoutRule,
     Outcome,
     Route,
+    ServingDefault,
     WhenMissing,
 )
 
@@ -34,6 +35,7 @@ _HOOK = "sglang/srt/arg_groups/speculative_hook.py"
 _MODEL = "sglang/srt/models/dflash.py"
 _DSPARK_CONFIG = "sglang/srt/speculative/dspark_components/dspark_config.py"
 _AUX = "sglang/srt/model_executor/model_runner_components/spec_aux_hidden_state.py"
+_FIELDS = "sglang/srt/arg_groups/fields"
 
 # The block size SGLang falls back to when neither the launch line nor the config gives one.
 DEFAULT_BLOCK_SIZE = 16
@@ -41,6 +43,8 @@ DEFAULT_BLOCK_SIZE = 16
 DEFAULT_MASK_TOKEN = "<|MASK|>"
 # DSPARK's number of drafts when neither the launch line nor the config gives one.
 DEFAULT_DSPARK_DRAFTS = 7
+# The running requests DFLASH and DSPARK allow when --max-running-requests is not given.
+DEFAULT_MAX_RUNNING_REQUESTS = 48
 
 
 def derived_target_layer_ids(num_target_layers: int, num_draft_layers: int) -> list[int]:
@@ -422,6 +426,33 @@ RULES = EngineRules(
             "--speculative-dspark-block-size",
             "DSPARK: the number of drafts (gamma); the verify window is one more",
             f"{_HOOK}: _handle_dspark",
+        ),
+        LaunchFlag("target-revision", "--revision", "the target's Hub revision", f"{_FIELDS}/model.py"),
+        LaunchFlag("max-model-len", "--context-length", "the longest request in tokens", f"{_FIELDS}/model.py"),
+        LaunchFlag(
+            "max-num-seqs",
+            "--max-running-requests",
+            f"the most requests running at once ({DEFAULT_MAX_RUNNING_REQUESTS} with a speculative algorithm when "
+            "absent)",
+            f"{_FIELDS}/schedule.py",
+        ),
+        LaunchFlag("tensor-parallel-size", "--tp-size", "GPUs the target is split across", f"{_FIELDS}/parallel.py"),
+        LaunchFlag(
+            "decode-context-parallel-size",
+            "--dcp-size",
+            "decode context parallelism of the target",
+            f"{_FIELDS}/parallel.py",
+        ),
+        LaunchFlag("dtype", "--dtype", "the model dtype", f"{_FIELDS}/model.py"),
+        LaunchFlag("kv-cache-dtype", "--kv-cache-dtype", "the KV cache dtype", f"{_FIELDS}/model.py"),
+    ),
+    serving_defaults=(
+        ServingDefault(
+            "max_running_requests",
+            DEFAULT_MAX_RUNNING_REQUESTS,
+            f"{_HOOK}: _handle_dflash; {_HOOK}: _handle_dspark",
+            paths=("DFLASH", "DSPARK"),
+            note="set when the launch line has no --max-running-requests, with a warning in the server log",
         ),
     ),
 )

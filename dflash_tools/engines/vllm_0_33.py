@@ -27,6 +27,13 @@ RULES = EngineRules(
         dspark_k_cite="vllm/config/speculative.py: SpeculativeConfig.__post_init__",
     ),
     checks=_vllm_reads.checks(),
+    serving_defaults=_vllm_reads.serving_defaults(
+        utilization_cite="vllm/config/cache.py: CacheConfig",
+        utilization_note="the field's default",
+    ),
+    serving_rules=_vllm_reads.serving_rules(
+        budget_cite="vllm/config/vllm.py: VllmConfig._set_max_num_scheduled_tokens"
+    ),
     derive_target_layer_ids=_vllm_reads.default_capture_layer_ids,
     captures_sorted=True,
     launch=_vllm_reads.launch(

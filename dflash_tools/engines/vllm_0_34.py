@@ -9,7 +9,15 @@ budget and the speculator's hash factors. File references are to the released wh
 from __future__ import annotations
 
 from dflash_tools.engines import _vllm_reads
-from dflash_tools.engines._model import EngineRules, Layout, LayoutRule, Outcome, QueryCountSite
+from dflash_tools.engines._model import (
+    EngineRules,
+    LaunchFlag,
+    Layout,
+    LayoutRule,
+    Outcome,
+    QueryCountSite,
+    ServingRule,
+)
 
 _SPECULATOR = "vllm/v1/worker/gpu/spec_decode/dflash/speculator.py"
 _CONFIG = "vllm/v1/worker/gpu/spec_decode/dflash/config.py"
@@ -34,7 +42,39 @@ RULES = EngineRules(
     checks=_vllm_reads.checks(),
     derive_target_layer_ids=_vllm_reads.default_capture_layer_ids,
     captures_sorted=True,
-    launch=_vllm_reads.launch(),
+    launch=_vllm_reads.launch(
+        extra=(
+            LaunchFlag(
+                "draft-dcp",
+                "draft_decode_context_parallel_size",
+                "a key of the --speculative-config JSON: the draft's decode context parallelism (1, or the target's)",
+                "vllm/config/speculative.py: SpeculativeConfig",
+            ),
+        )
+    ),
+    serving_defaults=_vllm_reads.serving_defaults(
+        utilization_cite="vllm/config/cache.py: CacheConfig.resolved_gpu_memory_utilization",
+        utilization_note="CacheConfig.DEFAULT_GPU_MEMORY_UTILIZATION, used unless the extensible KV cache is on; "
+        "that cache (the default on CUDA and ROCm) resolves to 1.0 and takes what is left after everything vLLM "
+        "measures, so a plan that fits at 0.92 fits there too",
+    ),
+    serving_rules=(
+        *_vllm_reads.serving_rules(
+            budget_cite="vllm/config/vllm.py: VllmConfig._set_max_num_scheduled_tokens; "
+            f"{_CONFIG}: DFlashSpeculatorConfig.max_num_draft_seqs"
+        ),
+        ServingRule(
+            "draft-dcp-sliding-window",
+            "a draft with sliding-window layers runs at draft_decode_context_parallel_size 1, the default for a "
+            "draft that is not a full-attention MLA model (a value set in --speculative-config must be 1 or the "
+            "target's decode_context_parallel_size)",
+            "refused when the drafter is loaded: sliding-window layers cannot run at a larger decode context "
+            "parallelism",
+            f"{_SPECULATOR}: DFlashSpeculator.load_model; {_CONFIG}: "
+            "DFlashSpeculatorConfig.default_draft_decode_context_parallel_size; vllm/config/speculative.py: "
+            "SpeculativeConfig._verify_and_get_draft_dcp",
+        ),
+    ),
     layouts=(
         LayoutRule("dflash", Layout.BONUS, Outcome.SERVED, f"{_SPECULATOR}: DFlashSpeculator.__init__"),
         LayoutRule("dflash2", Layout.BONUS, Outcome.SERVED, "vllm/v1/worker/gpu/spec_decode/dflash2/speculator.py"),

@@ -5,11 +5,14 @@
                         the `--engine` names, and the report with every view (`engines` in JSON)
     engine_checks.py    the tables' load-time rules (`Check.name`), one function each
     config_reads.py     reading a config key the way an engine does (locations in order)
-    launch.py           whole launch lines (argv + environment) for vLLM and SGLang
+    launch.py           whole launch lines (argv + environment) for vLLM and SGLang, with the
+                        serving plan's settings (`LaunchSettings`)
     vllm_capability.py  what the vLLM installed here can serve, read from its files (no import)
     vllm_view.py        `inspect --engine vllm`: the inspect walk plus how that vLLM serves the draft
     plan_checks.py      the serving plan's numbers: token budget, weight and KV memory, tensor
                         parallelism (pure functions over config dicts and safetensors headers)
+    plan.py             `dflash-tools plan`: one target and draft, the settings each release
+                        resolves (its table's defaults), its serving rules, the launch lines
 
 The rules per engine release come from `engines`; this package applies them to one draft.
 Nothing here imports typer, rich, torch, vLLM or SGLang.

@@ -28,7 +28,7 @@ from dflash_tools.reading.checkpoint import LoadedCheckpoint
 from dflash_tools.serving.config_reads import as_int, int_list, lookup, num_hidden_layers, source_name
 from dflash_tools.serving.engine_checks import CHECKERS
 from dflash_tools.serving.engine_model import RANK, DraftFacts, EngineView, layout_for
-from dflash_tools.serving.launch import sglang_launch, vllm_launch
+from dflash_tools.serving.launch import LaunchSettings, sglang_launch, vllm_launch
 from dflash_tools.serving.vllm_capability import VllmCapability
 from dflash_tools.serving.vllm_view import inspect_for_vllm
 
@@ -238,7 +238,7 @@ def _misaligned_hint(view: EngineView, facts: DraftFacts) -> str:
 # --------------------------------------------------------------------------------------------
 
 
-def _sglang_view(view: EngineView, facts: DraftFacts) -> None:
+def _sglang_view(view: EngineView, facts: DraftFacts, settings: LaunchSettings | None) -> None:
     rules, config = view.rules, facts.config
     path = view.path
     assert path is not None
@@ -316,6 +316,7 @@ def _sglang_view(view: EngineView, facts: DraftFacts) -> None:
             num_draft_tokens=view.draft_tokens,
             target=facts.target,
             draft_revision=facts.draft_revision,
+            settings=settings,
         )
 
 
@@ -356,7 +357,7 @@ def _sglang_block_warnings(view: EngineView, facts: DraftFacts, block: int | Non
 # --------------------------------------------------------------------------------------------
 
 
-def _vllm_view(view: EngineView, facts: DraftFacts, plugin: str) -> None:
+def _vllm_view(view: EngineView, facts: DraftFacts, plugin: str, settings: LaunchSettings | None) -> None:
     rules, config = view.rules, facts.config
     path = view.path
     assert path is not None
@@ -413,6 +414,7 @@ def _vllm_view(view: EngineView, facts: DraftFacts, plugin: str) -> None:
             draft_revision=facts.draft_revision,
             needs_plugin=needs_plugin,
             needs_v2_runner=rules.has_v1_runner and _needs_v2(facts, view),
+            settings=settings,
         )
     elif view.serves_as_trained:
         view.note(
@@ -502,21 +504,26 @@ def _matches(view: EngineView, facts: DraftFacts, ids_match: bool, mask_match: b
 
 
 def engine_view(
-    rules: EngineRules, facts: DraftFacts, *, plugin: str = "assumed", installed: bool = False
+    rules: EngineRules,
+    facts: DraftFacts,
+    *,
+    plugin: str = "assumed",
+    installed: bool = False,
+    settings: LaunchSettings | None = None,
 ) -> EngineView:
     """What `rules`' release does with the draft.
 
     `plugin` (vLLM): "assumed" for a release that is not installed here (the dflash-tools plugin
     is taken to be installed with it on the serving host); for the installed vLLM, "active",
     "native" (the release serves anchor-first drafts itself) or a sentence saying why the
-    plugin cannot serve them.
+    plugin cannot serve them. `settings`: what the serving plan adds to the launch line.
     """
     view = EngineView(rules=rules, installed=installed)
     if _format_and_route(view, facts):
         if rules.engine == "sglang":
-            _sglang_view(view, facts)
+            _sglang_view(view, facts, settings)
         else:
-            _vllm_view(view, facts, plugin)
+            _vllm_view(view, facts, plugin, settings)
     return view
 
 

@@ -2,7 +2,8 @@
 
 The flag names come from the engine tables (`EngineRules.launch`, by role), so a release that
 renames a flag changes one table. These are plain functions of what to serve; deciding what to
-serve (K, the layout, whether an engine can serve the draft at all) is `engine_view`'s job.
+serve (K, the layout, whether an engine can serve the draft at all) is `engine_view`'s job, and
+the serving settings (`LaunchSettings`: batch sizes, lengths, parallelism) the serving plan's.
 
     vLLM:   vllm serve TARGET --speculative-config '{"method": ..., "model": ..., ...}'
     SGLang: python -m sglang.launch_server --model-path TARGET --speculative-algorithm DFLASH
@@ -41,6 +42,56 @@ class Launch:
         return {"argv": list(self.argv), "environment": dict(self.environment), "placeholders": list(self.placeholders)}
 
 
+@dataclass(frozen=True)
+class LaunchSettings:
+    """Serving settings a plan puts on the launch line; None leaves the engine's default.
+
+    Each is written with the flag of its role in the engine's table; a setting whose role the
+    table lacks (SGLang has no `max_num_batched_tokens`) is not written for that engine.
+    """
+
+    target_revision: str | None = None
+    max_model_len: int | None = None
+    max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None
+    tensor_parallel_size: int | None = None
+    decode_context_parallel_size: int | None = None
+    dtype: str | None = None
+    kv_cache_dtype: str | None = None
+    gpu_memory_utilization: float | None = None
+    # vLLM: a key of the speculative-config JSON (role "draft-dcp"), not a flag.
+    draft_decode_context_parallel_size: int | None = None
+
+    def roles(self) -> list[tuple[str, str]]:
+        """(role, value) of every setting that is set, in the order the launch line lists them."""
+        values = [
+            ("target-revision", self.target_revision),
+            ("max-model-len", self.max_model_len),
+            ("max-num-seqs", self.max_num_seqs),
+            ("max-num-batched-tokens", self.max_num_batched_tokens),
+            ("tensor-parallel-size", self.tensor_parallel_size),
+            ("decode-context-parallel-size", self.decode_context_parallel_size),
+            ("dtype", self.dtype),
+            ("kv-cache-dtype", self.kv_cache_dtype),
+            ("gpu-memory-utilization", self.gpu_memory_utilization),
+        ]
+        return [
+            (role, f"{value:g}" if isinstance(value, float) else str(value))
+            for role, value in values
+            if value is not None
+        ]
+
+
+def settings_argv(rules: EngineRules, settings: LaunchSettings | None) -> list[str]:
+    """`--flag value` for every setting that is set and has a flag in `rules`."""
+    argv: list[str] = []
+    for role, value in settings.roles() if settings is not None else []:
+        flag = rules.flag(role)
+        if flag is not None:
+            argv += [flag.name, value]
+    return argv
+
+
 def _flag(rules: EngineRules, role: str) -> str:
     flag = rules.flag(role)
     if flag is None:
@@ -60,6 +111,7 @@ def sglang_launch(
     num_draft_tokens: int,
     target: str | None = None,
     draft_revision: str | None = None,
+    settings: LaunchSettings | None = None,
 ) -> Launch:
     """SGLang: `--speculative-algorithm PATH`; DFLASH gets its verify window (the block size,
     drafts + 1), DSPARK its number of drafts, each by the flag the table names."""
@@ -72,6 +124,7 @@ def sglang_launch(
         argv += [_flag(rules, "dspark-block-size"), str(num_draft_tokens)]
     else:
         argv += [_flag(rules, "draft-tokens"), str(num_draft_tokens + 1)]
+    argv += settings_argv(rules, settings)
     return Launch(tuple(argv), {}, placeholders)
 
 
@@ -85,6 +138,7 @@ def vllm_launch(
     draft_revision: str | None = None,
     needs_plugin: bool = False,
     needs_v2_runner: bool = False,
+    settings: LaunchSettings | None = None,
 ) -> Launch:
     """vLLM: `vllm serve TARGET --speculative-config JSON`, with `method` always given (a draft
     folder without "dflash" in its name is not detected) and K explicit (DFlash requires it).
@@ -97,8 +151,11 @@ def vllm_launch(
     speculative: dict[str, Any] = {"method": method, "model": draft, "num_speculative_tokens": num_speculative_tokens}
     if draft_revision:
         speculative["revision"] = draft_revision
+    if settings is not None and settings.draft_decode_context_parallel_size is not None:
+        speculative[_flag(rules, "draft-dcp")] = settings.draft_decode_context_parallel_size
     program = _flag(rules, "program").split()
     argv = [*program, target_name, _flag(rules, "speculative-config"), json.dumps(speculative)]
+    argv += settings_argv(rules, settings)
     environment: dict[str, str] = {}
     if needs_plugin:
         environment[REQUIRE_ENV] = "1"

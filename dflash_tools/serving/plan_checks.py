@@ -8,8 +8,9 @@ sources; 0.33.0 has the same rules unless a function says otherwise).
 
 - Token budget (`check_token_budget`): a DFlash drafter runs every running request's query
   positions in one step that cannot be chunked, `max_num_seqs x Q` rows, and sizes its input
-  buffers by `max_num_batched_tokens`; a budget below that product overflows them (an
-  out-of-bounds index on the GPU, vllm-project/vllm#53970).
+  buffers by `max_num_batched_tokens`; below that product vLLM 0.33.0 and 0.34.0 run fewer
+  requests at once (the serving plan says how many, from the engine table's rule), and
+  vllm-project/vllm#53970 reports an out-of-bounds index on the GPU for it.
 - Memory (`weight_bytes`, `kv_layout`, `check_memory`): weights per tensor-parallel rank from the
   headers, KV bytes per token of the target and the draft (full and sliding-window layers), and how
   much KV fits in `gpu_memory x utilization` after the weights. vLLM refuses to start when one
@@ -243,9 +244,9 @@ def check_token_budget(
     else:
         ok = False
         message = (
-            f"max_num_batched_tokens {max_num_batched_tokens} < {product} = {required}: the drafter's input "
-            f"buffers overflow (vllm-project/vllm#53970); pass --max-num-batched-tokens {required} "
-            f"or lower --max-num-seqs to {max_num_batched_tokens // queries}"
+            f"max_num_batched_tokens {max_num_batched_tokens} < {product} = {required}: the draft pass of "
+            f"every running request does not fit in one step (vllm-project/vllm#53970); pass "
+            f"--max-num-batched-tokens {required} or lower --max-num-seqs to {max_num_batched_tokens // queries}"
         )
     return TokenBudget(
         max_num_seqs, num_speculative_tokens, sample_from_anchor, queries, required, max_num_batched_tokens, ok, message

@@ -194,6 +194,47 @@ def test_smoke_test_dry_run_plan(columns: int, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("columns", WIDTHS)
+def test_plan_launch_lines_and_numbers(columns: int, tmp_path: Path) -> None:
+    """Every launch line whole on a line of its own (the JSON's `launch_command`), every number and
+    finding code whole; only those lines may be wider than the terminal."""
+    args = [
+        "plan",
+        "-t",
+        "example:vllm-cpu-demo/target",
+        "-d",
+        "example:vllm-cpu-demo/zlab-dflash",
+        "-d",
+        "example:vllm-cpu-demo/zlab-dflash-anchor-first",
+        "--gpu-memory",
+        "1",
+        "--max-num-seqs",
+        "300",
+        "--max-num-batched-tokens",
+        "2000",
+    ]
+    code, lines = run_in_pty(args, columns, tmp_path)
+    document = json_of(args, tmp_path)
+    assert isinstance(document, dict)
+    assert code == document["exit_code"] == 1
+    commands: list[str] = []
+    tokens: set[str] = set()
+    for plan in document["plans"]:
+        memory = plan["memory"]
+        tokens |= {plan["draft"]["source"], f"{memory['kv_tokens']:,} tokens", f"{memory['max_sequences']:,} requests"}
+        for engine in plan["engines"].values():
+            if engine["launch_command"]:
+                commands.append(engine["launch_command"])
+            tokens |= {f["code"] for f in engine["findings"]}
+            for finding in engine["findings"]:
+                tokens |= set(re.findall(r"--[\w-]+ \d+", finding["hint"]))
+    assert len(commands) == 5  # two vLLM releases for each draft, SGLang for the bonus one only
+    printed = [line for line in lines if line.startswith(("vllm ", "python ", "DFLASH_TOOLS_", "VLLM_"))]
+    assert printed == commands, "\n".join(lines)
+    assert_whole(lines, tokens, columns)
+    assert_fits(lines, columns, set(commands))
+
+
+@pytest.mark.parametrize("columns", WIDTHS)
 def test_smoke_test_results_and_log_paths(columns: int, tmp_path: Path) -> None:
     pytest.importorskip("torch")
     work = tmp_path / "work"
@@ -243,6 +284,7 @@ def test_convert_output(columns: int, tmp_path: Path) -> None:
         ["inspect", *SEVERAL],
         ["convert", "example:speculators-dflash-legacy", "-o", "out"],
         ["smoke-test", "--dry-run", "-t", "example:engine-demo/target", "-d", "example:engine-demo/zlab-dflash2"],
+        ["plan", "-t", "example:vllm-cpu-demo/target", "-d", "example:vllm-cpu-demo/zlab-dflash", "--gpu-memory", "1"],
     ],
 )
 def test_piped_output_is_not_padded(args: list[str], tmp_path: Path) -> None:

@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 
 from dflash_tools.cli import app
 
-COMMANDS = ("inspect", "convert", "smoke-test", "examples")
+COMMANDS = ("inspect", "convert", "plan", "smoke-test", "examples")
 runner = CliRunner()
 
 
@@ -97,12 +97,13 @@ def test_declared_choices_are_the_cores() -> None:
 
     assert choices("inspect", "--fail-on") == tuple(s.value for s in Severity)
     assert choices("convert", "--link-mode") == tuple(m.value for m in LinkMode)
-    engine_help = next(p for p in click_command("inspect").params if "--engine" in p.opts).help or ""
-    named = [name for name in engine_choices() if name in engine_help.replace(" ", "")]
-    assert named == engine_choices(), engine_help
+    for command in ("inspect", "plan"):
+        engine_help = next(p for p in click_command(command).params if "--engine" in p.opts).help or ""
+        named = [name for name in engine_choices() if name in engine_help.replace(" ", "")]
+        assert named == engine_choices(), (command, engine_help)
 
 
-@pytest.mark.parametrize("command", ["inspect", "convert", "smoke-test"])
+@pytest.mark.parametrize("command", ["inspect", "convert", "plan", "smoke-test"])
 def test_options_are_grouped(command: str) -> None:
     """Every option of a command sits in a named group (typer's rich_help_panel)."""
     ungrouped = [
@@ -130,7 +131,7 @@ def test_the_same_option_means_the_same_thing_everywhere() -> None:
                 seen.setdefault(name, (command, help_text))
     assert differing == []
     # `--timeout` is the Hub request timeout in every command; smoke-test's engine clock has its own name.
-    for command in ("inspect", "convert", "smoke-test"):
+    for command in ("inspect", "convert", "plan", "smoke-test"):
         assert re.search(r"--timeout FLOAT +Seconds for each Hub request", help_page(command))
     assert "--run-timeout FLOAT" in help_page("smoke-test")
 
@@ -141,7 +142,7 @@ SHARED_MEANING = {"--timeout", "--token", "--format", "-f", "--json", "--no-colo
 
 
 def test_quiet_everywhere_there_is_human_output() -> None:
-    for command in ("inspect", "convert", "smoke-test"):
+    for command in ("inspect", "convert", "plan", "smoke-test"):
         assert "-q, --quiet" in help_page(command), command
 
 
@@ -179,7 +180,7 @@ def test_help_and_a_command_help_import_no_command_module() -> None:
         "dflash_tools.cli._output",
         *(f"dflash_tools.cli.{name.replace('-', '_')}_cmd" for name in COMMANDS),
     }
-    for args in (["--help"], ["inspect", "--help"], ["smoke-test", "--help"]):
+    for args in (["--help"], ["inspect", "--help"], ["plan", "--help"], ["smoke-test", "--help"]):
         completed = subprocess.run(
             [sys.executable, "-c", script, *args], capture_output=True, text=True, timeout=60, check=True
         )

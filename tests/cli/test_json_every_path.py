@@ -42,6 +42,13 @@ FAILURES = [
     (["smoke-test", "--preset", "no-such-preset"], 2, None),
     (["smoke-test", "--server", "http://127.0.0.1:9", "-d", "a", "-d", "b"], 2, "usage"),
     (["smoke-test", "--max-tokens", "zero", "-t", "x", "-d", "y"], 2, "usage"),
+    # plan
+    (["plan", "-d", "example:zlab-dflash2"], 2, "usage"),
+    (["plan", "-t", "./no-target", "-d", "example:zlab-dflash2"], 2, "source"),
+    (["plan", "-t", "example:vllm-cpu-demo/target", "-d", "./nope"], 2, "source"),
+    (["plan", "-t", "example:vllm-cpu-demo/target", "-d", "example:zlab-dflash", "--engine", "warp-drive"], 2, "usage"),
+    (["plan", "--preset", "no-such-preset"], 2, None),
+    (["plan", "-t", "nobody/no-target", "-d", "example:zlab-dflash"], 2, "source"),
     # examples
     (["examples", "--bogus-option"], 2, "usage"),
 ]
@@ -72,7 +79,13 @@ def one_document(stdout: str) -> object:
 CASES = [(args, code, kind, ["--json"]) for args, code, kind in FAILURES] + [
     (args, code, kind, ["--format", "json"])
     for args, code, kind in FAILURES
-    if args in (["inspect", "./nope"], ["convert", "--bogus-option", "x"], ["smoke-test", "-d", "example:zlab-dflash2"])
+    if args
+    in (
+        ["inspect", "./nope"],
+        ["convert", "--bogus-option", "x"],
+        ["smoke-test", "-d", "example:zlab-dflash2"],
+        ["plan", "-d", "example:zlab-dflash2"],
+    )
 ]
 
 

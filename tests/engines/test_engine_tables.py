@@ -14,6 +14,9 @@ import pytest
 from dflash_tools.engines import ENGINE_RULES, get_rules, latest, vllm_plugin_versions
 from dflash_tools.engines import docs as engine_docs
 from dflash_tools.engines.sglang_0_5_23 import derived_target_layer_ids
+from dflash_tools.serving.launch import LaunchSettings
+
+SETTING_FIELDS = [name for name in LaunchSettings.__dataclass_fields__ if name != "draft_decode_context_parallel_size"]
 
 ROOT = Path(__file__).resolve().parents[2]
 # A cite names files as `package/path/file.py`, each optionally followed by `: Name` or
@@ -39,10 +42,15 @@ def test_every_rule_cites_a_file_of_its_engine(spec: str) -> None:
 @pytest.mark.parametrize("spec", list(ENGINE_RULES))
 def test_every_launch_role_the_launcher_uses_is_in_the_table(spec: str) -> None:
     rules = ENGINE_RULES[spec]
+    settings = {role for role, _ in LaunchSettings(**dict.fromkeys(SETTING_FIELDS, 1)).roles()}
     needed = {"program", "target", "algorithm", "draft", "draft-revision", "draft-tokens", "dspark-block-size"}
+    # SGLang has no per-step token budget and sizes its memory pool itself.
+    needed |= settings - {"max-num-batched-tokens", "gpu-memory-utilization"}
     if rules.engine == "vllm":
-        needed = {"program", "target", "speculative-config"}
+        needed = {"program", "target", "speculative-config"} | settings
     assert needed <= {flag.role for flag in rules.launch}
+    # The plan writes each setting once per line: no role may name two flags.
+    assert all(len(rules.flags(role)) == 1 for role in settings & {flag.role for flag in rules.launch})
 
 
 def test_key_rules_are_unique_per_key_path_and_family() -> None:

@@ -57,6 +57,20 @@ def test_defaults(sglang: Sources) -> None:
     hook = ast.parse(function_source(sglang, "sglang/srt/arg_groups/speculative_hook.py", "_handle_dflash"))
     assert any(isinstance(n, ast.Constant) and n.value == table.DEFAULT_BLOCK_SIZE for n in ast.walk(hook))
     assert default_block_size(sglang) == table.DEFAULT_BLOCK_SIZE
+    # The running requests each speculative path sets when --max-running-requests is not given.
+    for handler in ("_handle_dflash", "_handle_dspark"):
+        found = [
+            keyword.value.value
+            for node in ast.walk(
+                ast.parse(function_source(sglang, "sglang/srt/arg_groups/speculative_hook.py", handler))
+            )
+            if isinstance(node, ast.Call)
+            for keyword in node.keywords
+            if keyword.arg == "max_running_requests" and isinstance(keyword.value, ast.Constant)
+        ]
+        assert found == [table.DEFAULT_MAX_RUNNING_REQUESTS], handler
+    default = RULES.serving_default("max_running_requests", path="DFLASH")
+    assert default is not None and default.value == table.DEFAULT_MAX_RUNNING_REQUESTS
 
 
 def test_dflash_is_bonus_only(sglang: Sources) -> None:

@@ -5,7 +5,8 @@ them with its environment's Python: `bash .ci/tier-vllm.sh 0.33.0` and `bash .ci
 0.34.0`. The release under test is `DFLASH_TOOLS_TIER_VLLM` (set by the script, 0.33.0 when
 unset); what the tests expect of it (a V1 runner or not) comes from the project's engine table
 for that release (`dflash_tools/engines/`). vLLM's objects are built in child processes
-(`probe.py`), one per plugin state, because the plugin's patches are process-global.
+(`probe.py`), one per plugin state, because the plugin's patches are process-global; the serving
+plan's launch lines are parsed in one more (`launch_parse.py`).
 """
 
 from __future__ import annotations
