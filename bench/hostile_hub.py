@@ -152,6 +152,9 @@ def startup_seconds() -> float:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--check", action="store_true", help="exit 1 unless every case ended cleanly")
+    parser.add_argument(
+        "--quick", action="store_true", help="every tenth case only (CI: tests/bench/test_bench_quick.py)"
+    )
     parser.add_argument("--case", type=int, help=argparse.SUPPRESS)  # run one case (a child of this script)
     parser.add_argument("--startup", type=float, default=0.0, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -161,7 +164,8 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     startup = startup_seconds()
     rows = []
-    for index, case in enumerate(CASES):
+    chosen = list(enumerate(CASES))[:: 10 if args.quick else 1]
+    for index, case in chosen:
         # A bench process per case: RUSAGE_CHILDREN then holds that one CLI run's peak memory.
         done = subprocess.run(
             [sys.executable, __file__, "--case", str(index), "--startup", str(startup)],

@@ -30,6 +30,8 @@ QUICK: dict[str, list[str] | str] = {
     "kill_drill.py": "tests/hostile/test_hostile_kill_drill.py",
     "lock_drill.py": "tests/convert/test_convert_lock.py",
     "net_faults.py": "tests/hostile/test_hostile_network.py",
+    "bench_lists.py": "tests/hostile/test_hostile_lists.py",
+    "hostile_hub.py": [sys.executable, "bench/hostile_hub.py", "--quick", "--check"],
 }
 NEEDS_TORCH = {"bench_engine.py", "gpu_smoke.sh"}
 
