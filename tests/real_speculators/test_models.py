@@ -2,7 +2,8 @@
 the same block as our reference engine.
 
 Tolerance: float32 on CPU, the hidden rows and logits of speculators' forward and the engine's
-agree within |ours - theirs| <= 1e-5 + 1e-5 * |theirs| (measured: at most 1.3e-5 on logits of
+agree within |ours - theirs| <= 1e-5 + 1e-5 * |theirs| for hidden rows, and within 1e-5 of the
+largest logit for logits (`assert_logits_close` says why; measured: at most 1.4e-5 on logits of
 magnitude ~10-20). The argmax drafts and the DFlash2 selector walk are compared exactly.
 """
 
@@ -23,6 +24,7 @@ from tests.real_speculators.conftest import (
     CONVERTIBLE_EXAMPLES,
     EXAMPLES,
     LAYOUTS,
+    assert_logits_close,
     both_blocks,
     engine_model,
     random_draft_spec,
@@ -125,7 +127,7 @@ def test_forward_equals_the_engine(
         torch.testing.assert_close(ours, theirs, rtol=RTOL, atol=ATOL)
         their_logits = theirs_model.lm_head(theirs)
         our_logits = engine.logits(ours)
-        torch.testing.assert_close(our_logits, their_logits, rtol=RTOL, atol=ATOL)
+        assert_logits_close(our_logits, their_logits)
         # Not a degenerate comparison: the rows draft different tokens.
         assert len(set(our_logits.argmax(-1).tolist())) > 1
         assert torch.equal(their_logits.argmax(-1), our_logits.argmax(-1))

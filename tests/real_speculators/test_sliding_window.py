@@ -22,6 +22,7 @@ from dflash_tools.draft.sliding_window import context_keys_lost
 from dflash_tools.engine.draft import LayerAttention, served_key_mask
 from dflash_tools.inspect import inspect_checkpoint
 from tests.real_speculators.conftest import (
+    assert_logits_close,
     both_blocks,
     engine_model,
     random_draft_spec,
@@ -165,4 +166,4 @@ def test_forward_against_speculators_follows_the_rules(
     for context in (*same_keys[:1], *other_keys):
         theirs, ours, _, _ = both_blocks(theirs_model, engine, target, context)
         torch.testing.assert_close(ours, theirs, rtol=RTOL, atol=ATOL)
-        torch.testing.assert_close(engine.logits(ours), theirs_model.lm_head(theirs), rtol=RTOL, atol=ATOL)
+        assert_logits_close(engine.logits(ours), theirs_model.lm_head(theirs))
