@@ -4,15 +4,16 @@
 #   bash .ci/tier-vllm.sh            vLLM 0.33.0 (the default)
 #   bash .ci/tier-vllm.sh 0.34.0     vLLM 0.34.0
 # The environment (.venv-vllm-RELEASE, from .ci/requirements-vllm-RELEASE.txt) is built once and
-# shared with the V2 tier (.ci/tier-vllm-v2.sh); .ci/vllm_env.sh. Extra arguments go to pytest.
+# shared with the V2 tier (.ci/tier-vllm-v2.sh); .ci/envs.sh. Extra arguments go to pytest.
 #   VENV=/path/to/env  use (or build) the environment there instead
 set -euo pipefail
 cd "$(dirname "$0")/.."
-. .ci/vllm_env.sh
+. .ci/envs.sh
 
 release="${1:-0.33.0}"
 shift $(( $# > 0 ? 1 : 0 ))
-vllm_env "$release"
+tier_env "vllm-$release"
+tier_env_checkout
 
 export VLLM_TARGET_DEVICE=cpu
 export DFLASH_TOOLS_TIER_VLLM="$release"
