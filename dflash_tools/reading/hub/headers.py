@@ -104,8 +104,14 @@ def fetch_headers(hub: HubRepo, pinned: str | None, names: list[str], *, missing
     first failure stops the fetches still waiting.
     """
     budget = HeaderBudget()
+    # Every file's first probe is reserved here, in the order of `names`, before a thread starts:
+    # the files a spent budget leaves unread are then the last ones on every run, not whichever
+    # thread lost a race (only a header longer than the probe takes more, as it arrives).
+    probe_reserved = [budget.take(HEADER_PROBE_BYTES) for _ in names]
 
-    def one(name: str) -> Fetched:
+    def one(name: str, reserved: bool) -> Fetched:
+        if not reserved:
+            return Fetched(name, over_budget=True)
         with hub_errors(hub, name):
             try:
                 return _fetch_header(hub, pinned, name, budget)
@@ -115,11 +121,11 @@ def fetch_headers(hub: HubRepo, pinned: str | None, names: list[str], *, missing
                 return Fetched(name=name, missing=True)
 
     if len(names) <= 1:
-        yield from (one(name) for name in names)
+        yield from (one(name, reserved) for name, reserved in zip(names, probe_reserved, strict=True))
         return
     pool = ThreadPoolExecutor(max_workers=min(MAX_WORKERS, len(names)))
     try:
-        futures = [pool.submit(one, name) for name in names]
+        futures = [pool.submit(one, name, reserved) for name, reserved in zip(names, probe_reserved, strict=True)]
         for future in futures:
             yield future.result()
     finally:
@@ -134,9 +140,7 @@ def _fetch_header(hub: HubRepo, pinned: str | None, name: str, budget: HeaderBud
     buffer = bytearray()
     file_size: int | None = None
     needed: int | None = None
-    received = 0
-    if not budget.take(HEADER_PROBE_BYTES):
-        return Fetched(name, over_budget=True)
+    received = 0  # the probe's HEADER_PROBE_BYTES were reserved by fetch_headers
     for _ in range(MAX_RANGE_REQUESTS):
         end = needed if needed is not None else HEADER_PROBE_BYTES
         chunk, size, got = _ranged_get(url, name, headers, len(buffer), end, deadline)
