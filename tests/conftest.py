@@ -23,15 +23,19 @@ os.environ.pop("HF_TOKEN", None)
 os.environ.pop("DFLASH_TOOLS_FORMAT", None)
 os.environ.pop("DFLASH_TOOLS_DEBUG", None)
 
-# torch creates /tmp/torchinductor_<user> when the engine tests import it; the suite must leave
-# nothing behind, so that cache goes into a scratch folder removed when the session ends. Child
-# processes inherit the variable.
+# torch creates /tmp/torchinductor_<user> when the engine tests import it, and hypothesis its
+# ./.hypothesis (example database, cached constants); the suite must leave nothing behind, so both
+# go into a scratch folder removed when the session ends (pytest's own cache is off too:
+# `-p no:cacheprovider` in pyproject's addopts). Child processes inherit the variables.
 # Tests import this module a second time as `tests.conftest`: the variable makes that import
 # reuse the folder instead of making one that nothing removes.
 if "_DFLASH_TOOLS_TEST_SCRATCH" not in os.environ:
     os.environ["_DFLASH_TOOLS_TEST_SCRATCH"] = tempfile.mkdtemp(prefix="dflash-tools-tests-")
     os.environ.setdefault(
         "TORCHINDUCTOR_CACHE_DIR", str(Path(os.environ["_DFLASH_TOOLS_TEST_SCRATCH"]) / "torchinductor")
+    )
+    os.environ.setdefault(
+        "HYPOTHESIS_STORAGE_DIRECTORY", str(Path(os.environ["_DFLASH_TOOLS_TEST_SCRATCH"]) / "hypothesis")
     )
 
 

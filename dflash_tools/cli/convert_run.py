@@ -10,7 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from dflash_tools.cli._errors import EXIT_FINDINGS, EXIT_OK, handle_errors
-from dflash_tools.cli._layout import print_line, print_unpadded, table_or_blocks, wrap_words
+from dflash_tools.cli._layout import console_width, print_line, print_unpadded, table_or_blocks, wrap_words
 from dflash_tools.cli._output import (
     SEVERITY_STYLE,
     OutputFormat,
@@ -178,7 +178,14 @@ def render(result: Any, *, check: bool, quiet: bool, no_color: bool, would_push:
         mode = {"dry-run": " (dry run: nothing written)", "in-place": " (in place)"}.get(result.mode, "")
         if check:
             mode = " (check: nothing written)"
-        console.print(f"[bold]convert[/bold] {where}{arrow}{mode}")
+        # Laid out by words (never splitting the source or output path, no trailing spaces).
+        for number, line in enumerate(
+            wrap_words(f"convert {where}{arrow}{mode}", console_width(console), "  ", first_indent="")
+        ):
+            text = Text(line)
+            if number == 0:
+                text.stylize("bold", 0, len("convert"))
+            print_line(console, text)
         kind = "cross-dialect" if plan.cross_dialect else "normalize"
         console.print(f"dialect: {plan.description.dialect.value} → {plan.output_dialect.value} ({kind})")
         table = Table(show_header=True, header_style="bold", box=None, padding=(0, 2))

@@ -19,6 +19,7 @@ import shutil
 import struct
 import subprocess
 import sys
+import tempfile
 import termios
 from pathlib import Path
 
@@ -305,7 +306,9 @@ def test_tmux_80_columns_shows_fix_commands_whole(tmp_path: Path) -> None:
     """The same check in tmux, as a user would look at it: join wrapped lines (-J) and find each
     fix command and source whole."""
     session = f"dflash-layout-{os.getpid()}"
-    socket = tmp_path / "tmux.sock"
+    # A Unix socket's path must fit in 108 bytes; pytest's tmp_path under a long TMPDIR does not.
+    socket_dir = Path(tempfile.mkdtemp(prefix="dft-tmux-", dir="/tmp"))
+    socket = socket_dir / "tmux.sock"
     command = f"{sys.executable} -m dflash_tools inspect example:speculators-dflash-legacy; sleep 30"
     env = child_env()
     subprocess.run(
@@ -349,6 +352,7 @@ def test_tmux_80_columns_shows_fix_commands_whole(tmp_path: Path) -> None:
         assert_whole(lines, {*codes, "example:speculators-dflash-legacy", "82,368"}, 80)
     finally:
         subprocess.run(["tmux", "-S", str(socket), "kill-server"], timeout=30, check=False)
+        shutil.rmtree(socket_dir, ignore_errors=True)
 
 
 def test_a_path_longer_than_the_terminal_stands_whole_on_its_own_line(tmp_path: Path) -> None:
