@@ -182,10 +182,10 @@ def render(result: Any, *, check: bool, quiet: bool, no_color: bool, would_push:
         for number, line in enumerate(
             wrap_words(f"convert {where}{arrow}{mode}", console_width(console), "  ", first_indent="")
         ):
-            text = Text(line)
+            header = Text(line)
             if number == 0:
-                text.stylize("bold", 0, len("convert"))
-            print_line(console, text)
+                header.stylize("bold", 0, len("convert"))
+            print_line(console, header)
         kind = "cross-dialect" if plan.cross_dialect else "normalize"
         console.print(f"dialect: {plan.description.dialect.value} → {plan.output_dialect.value} ({kind})")
         table = Table(show_header=True, header_style="bold", box=None, padding=(0, 2))
