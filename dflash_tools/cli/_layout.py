@@ -40,6 +40,12 @@ def console_width(console: Console) -> int:
     return max(20, console.width)
 
 
+def unbroken(text: str) -> str:
+    """`text` as one word for wrap_words: a phrase that reads wrong split, such as
+    "(dry run: nothing written)"; wrap_words gives its spaces back."""
+    return text.replace(" ", _NBSP)
+
+
 def wrap_words(text: str, width: int, indent: str = "", first_indent: str | None = None) -> list[str]:
     """Lines of at most `width` columns, broken at spaces only (a longer word stays whole)."""
     protected = _QUOTED.sub(lambda m: m.group().replace(" ", _NBSP), text)

@@ -10,7 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from dflash_tools.cli._errors import EXIT_FINDINGS, EXIT_OK, handle_errors
-from dflash_tools.cli._layout import console_width, print_line, print_unpadded, table_or_blocks, wrap_words
+from dflash_tools.cli._layout import console_width, print_line, print_unpadded, table_or_blocks, unbroken, wrap_words
 from dflash_tools.cli._output import (
     SEVERITY_STYLE,
     OutputFormat,
@@ -180,7 +180,9 @@ def render(result: Any, *, check: bool, quiet: bool, no_color: bool, would_push:
             mode = " (check: nothing written)"
         # Laid out by words (never splitting the source or output path, no trailing spaces).
         for number, line in enumerate(
-            wrap_words(f"convert {where}{arrow}{mode}", console_width(console), "  ", first_indent="")
+            wrap_words(
+                f"convert {where}{arrow} {unbroken(mode.strip())}", console_width(console), "  ", first_indent=""
+            )
         ):
             header = Text(line)
             if number == 0:
