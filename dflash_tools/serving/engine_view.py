@@ -267,8 +267,16 @@ def _sglang_view(view: EngineView, facts: DraftFacts, settings: LaunchSettings |
         view.layout = layout_for(shift is True) if isinstance(shift, bool) else None
         reads = f"it reads {shift_location} = {shift!r}"
     else:
-        view.layout = Layout.BONUS
-        reads = "DFLASH reads no sample_from_anchor: position 0 is always the anchor"
+        # From the table, not assumed: 0.5.23's DFLASH row reads the key nowhere (default bonus),
+        # and a release that starts reading it changes this view by its table alone.
+        sfa_rule = rules.key("sample_from_anchor", path)
+        sfa, sfa_location = lookup(config, sfa_rule)
+        if sfa_location is not None and isinstance(sfa, bool):
+            view.layout = layout_for(sfa)
+            reads = f"it reads {sfa_location} = {sfa!r}"
+        else:
+            view.layout = layout_for(bool(sfa_rule.default) if sfa_rule is not None else False)
+            reads = f"{path} reads no sample_from_anchor: position 0 is always the anchor"
     _layout_outcome(view, facts, algorithm_key, reads)
 
     # How many tokens the launch line drafts. DFLASH drafts one less than its verify window in

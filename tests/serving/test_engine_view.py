@@ -7,6 +7,7 @@ same configs (`tests/engine_cases.py`) and checks that the SGLang column agrees 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -17,10 +18,12 @@ from typer.testing import CliRunner
 from dflash_tools.cli import app
 from dflash_tools.convert import convert_checkpoint
 from dflash_tools.draft.target import TargetSpec, load_target
-from dflash_tools.engines import ENGINE_RULES, Outcome
+from dflash_tools.engines import ENGINE_RULES, Layout, Outcome, WhenMissing
+from dflash_tools.inspect import inspect_loaded
 from dflash_tools.reading.source import load_checkpoint
 from dflash_tools.serving.engine_checks import CHECKERS
-from dflash_tools.serving.engine_view import inspect_for_engines, resolve_engine_specs
+from dflash_tools.serving.engine_model import DraftFacts
+from dflash_tools.serving.engine_view import engine_view, inspect_for_engines, resolve_engine_specs
 from tests.engine_cases import edge_configs, example_drafts, write_config
 
 ALL = list(ENGINE_RULES)
@@ -127,6 +130,33 @@ def test_anchor_first_dflash_errors_for_sglang_and_passes_for_vllm_with_the_plug
     # 0.33.0 still has the V1 runner, which drafts anchor-first DFlash in the wrong layout.
     assert engines[VLLM33]["launch_environment"]["VLLM_USE_V2_MODEL_RUNNER"] == "1"
     assert "VLLM_USE_V2_MODEL_RUNNER" not in engines[VLLM34]["launch_environment"]
+
+
+def test_the_sglang_layout_comes_from_its_table() -> None:
+    """The DFLASH layout is the table's reading of `sample_from_anchor`, not a constant in the view:
+    a release whose table reads the key (and serves the layout) serves the anchor-first draft."""
+    report = inspect_loaded(load_checkpoint(str(example_drafts()["engine-demo/zlab-dflash-anchor-first"])))
+    facts = DraftFacts.from_report(report)
+    assert facts is not None
+    stock = ENGINE_RULES[SGLANG]
+    assert engine_view(stock, facts).layout is Layout.BONUS
+    reads_it = dataclasses.replace(
+        stock,
+        keys=tuple(
+            dataclasses.replace(key, locations=("dflash_config.sample_from_anchor",), when_missing=WhenMissing.DEFAULT)
+            if key.key == "sample_from_anchor" and key.path == "DFLASH"
+            else key
+            for key in stock.keys
+        ),
+        layouts=tuple(
+            dataclasses.replace(rule, outcome=Outcome.SERVED)
+            if (rule.algorithm, rule.layout) == ("dflash", Layout.ANCHOR_FIRST)
+            else rule
+            for rule in stock.layouts
+        ),
+    )
+    view = engine_view(reads_it, facts)
+    assert (view.layout, view.outcome) == (Layout.ANCHOR_FIRST, Outcome.SERVED)
 
 
 # --- edge cases ---------------------------------------------------------------------------
