@@ -4,10 +4,10 @@
 # SGLang cannot run on CPU, so nothing is installed: its released wheel (39 MB) is downloaded
 # once into $DFLASH_TOOLS_WHEEL_CACHE (default .cache/wheels) with `pip download --no-deps` and
 # read by the tests. Runs with the Python environment in $VENV (default: the default suite's
-# .venv-ci, built here with the dev extras when missing). Extra arguments go to pytest.
+# .venv (README's set-up), built here with the dev extras when missing). Extra arguments go to pytest.
 set -euo pipefail
 REPO="$(cd "$(dirname "$0")/.." && pwd)"
-VENV="${VENV:-$REPO/.venv-ci}"
+VENV="${VENV:-$REPO/.venv}"
 export DFLASH_TOOLS_WHEEL_CACHE="${DFLASH_TOOLS_WHEEL_CACHE:-$REPO/.cache/wheels}"
 
 if [[ ! -x "$VENV/bin/python" ]]; then

@@ -17,7 +17,7 @@ import re
 import dflash_tools
 from dflash_tools.cli.examples_run import all_examples
 from dflash_tools.errors import DflashToolsError
-from tests.docs.doc_blocks import ROOT, documents
+from tests.docs.doc_blocks import ROOT, blocks, documents
 
 _DOTTED = re.compile(r"`(dflash_tools(?:\.\w+)+)`")
 
@@ -117,3 +117,16 @@ def test_every_serving_value_is_explained() -> None:
     smoke = (ROOT / "docs" / "smoke-test.md").read_text(encoding="utf-8")
     rows = set(re.findall(r"^\| `([^`]+)` \|", smoke, re.M))
     assert sorted(values - rows) == [], "docs/smoke-test.md: add a row to the serving table"
+
+
+def test_ci_runs_the_readmes_set_up_commands_word_for_word() -> None:
+    """README promises that `.ci/run` runs its two set-up commands exactly."""
+    # The first shell block under "Set-up" is the two commands.
+    setup = next(b for b in blocks([ROOT / "README.md"]) if b.section.startswith("Set-up") and b.shell)
+    ci_lines = {line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()}
+    commands = setup.commands()
+    assert len(commands) == 2
+    missing = [
+        command for command in commands if command not in ci_lines and f'TMPDIR="$scratch" {command}' not in ci_lines
+    ]
+    assert missing == [], f".ci/run does not run README's {missing}"
