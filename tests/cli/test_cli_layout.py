@@ -306,33 +306,33 @@ def test_tmux_80_columns_shows_fix_commands_whole(tmp_path: Path) -> None:
     """The same check in tmux, as a user would look at it: join wrapped lines (-J) and find each
     fix command and source whole."""
     session = f"dflash-layout-{os.getpid()}"
+    env = child_env()
     # A Unix socket's path must fit in 108 bytes; pytest's tmp_path under a long TMPDIR does not.
     socket_dir = Path(tempfile.mkdtemp(prefix="dft-tmux-", dir="/tmp"))
     socket = socket_dir / "tmux.sock"
     command = f"{sys.executable} -m dflash_tools inspect example:speculators-dflash-legacy; sleep 30"
-    env = child_env()
-    subprocess.run(
-        [
-            "tmux",
-            "-S",
-            str(socket),
-            "new-session",
-            "-d",
-            "-s",
-            session,
-            "-x",
-            "80",
-            "-y",
-            "60",
-            "-c",
-            str(tmp_path),
-            command,
-        ],
-        check=True,
-        env=env,
-        timeout=30,
-    )
-    try:
+    try:  # from the session start on: the socket folder is removed whatever fails
+        subprocess.run(
+            [
+                "tmux",
+                "-S",
+                str(socket),
+                "new-session",
+                "-d",
+                "-s",
+                session,
+                "-x",
+                "80",
+                "-y",
+                "60",
+                "-c",
+                str(tmp_path),
+                command,
+            ],
+            check=True,
+            env=env,
+            timeout=30,
+        )
         screen = ""
         for _ in range(100):
             screen = subprocess.run(

@@ -123,10 +123,9 @@ def test_ci_runs_the_readmes_set_up_commands_word_for_word() -> None:
     """README promises that `.ci/run` runs its two set-up commands exactly."""
     # The first shell block under "Set-up" is the two commands.
     setup = next(b for b in blocks([ROOT / "README.md"]) if b.section.startswith("Set-up") and b.shell)
-    ci_lines = {line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()}
+    # A line of .ci/run runs a command when it is the command, perhaps after VAR=value settings.
+    ci_lines = {re.sub(r"^(\w+=\S+\s+)+", "", line.strip()) for line in (ROOT / ".ci" / "run").read_text().splitlines()}
     commands = setup.commands()
     assert len(commands) == 2
-    missing = [
-        command for command in commands if command not in ci_lines and f'TMPDIR="$scratch" {command}' not in ci_lines
-    ]
+    missing = [command for command in commands if command not in ci_lines]
     assert missing == [], f".ci/run does not run README's {missing}"
