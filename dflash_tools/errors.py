@@ -1,17 +1,26 @@
-"""Exceptions that end a command with a one-line message and a next step.
+"""Exceptions that end a command with a one-line message and a next step, and the exit codes.
 
 Broken checkpoints are findings, not exceptions: these are for sources that cannot be reached at
-all and for refused operations. The CLI maps them to exit code 2 (`SourceError`, `UsageError`) or
-1 (`OperationError`).
+all and for refused operations. Each class carries its exit code and the `error.kind` of the JSON
+error document (docs/json.md) as class attributes, so a subclass (a Hub source error, a busy lock)
+reports what its base says without a table of class names.
 """
 
 from __future__ import annotations
+
+from typing import ClassVar
+
+# The documented exit codes (docs/json.md): the one home for them.
+EXIT_OK = 0
+EXIT_FINDINGS = 1  # error findings, a failed verdict, or a runtime failure
+EXIT_USAGE = 2  # a usage error, or a source that cannot be found or read
 
 
 class DflashToolsError(Exception):
     """Base class: `message` is one line naming the file or key, `hint` says what to do next."""
 
-    exit_code = 1
+    exit_code: ClassVar[int] = EXIT_FINDINGS
+    kind: ClassVar[str] = "operation"
 
     def __init__(self, message: str, hint: str = "") -> None:
         super().__init__(message)
@@ -22,19 +31,22 @@ class DflashToolsError(Exception):
 class SourceError(DflashToolsError):
     """The source cannot be found or reached (no such path, no such repo, offline and not cached)."""
 
-    exit_code = 2
+    exit_code = EXIT_USAGE
+    kind = "source"
 
 
 class UsageError(DflashToolsError):
     """A combination of options that cannot work."""
 
-    exit_code = 2
+    exit_code = EXIT_USAGE
+    kind = "usage"
 
 
 class OperationError(DflashToolsError):
     """A requested operation was refused or failed part way (nothing was left half-written)."""
 
-    exit_code = 1
+    exit_code = EXIT_FINDINGS
+    kind = "operation"
 
 
 # dflash-tools is not on PyPI: install hints name the extra and point at README's install lines

@@ -79,9 +79,9 @@ from dflash_tools import testing
 from dflash_tools.convert import plan_conversion
 from dflash_tools.dialects import detect
 from dflash_tools.draft import config_keys
-from dflash_tools.draft.findings import Severity
 from dflash_tools.draft.target import TargetSpec, target_from_config
 from dflash_tools.errors import DflashToolsError, SourceError
+from dflash_tools.findings import Severity
 from dflash_tools.inspect import describe, inspect_loaded
 from dflash_tools.reading.checkpoint import INDEX_NAME, LoadedCheckpoint, parse_config_text, parse_index
 from dflash_tools.reading.safetensors_header import (

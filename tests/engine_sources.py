@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from dflash_tools.engines import EngineRules
+from dflash_tools.engine_rules import EngineRules
 
 # A cite names files as `package/path/file.py`, optionally followed by `: Name` or `: Class.method`.
 CITED = re.compile(r"(?P<file>[a-z_]+/[\w/]*\.py)(?:: (?P<name>[A-Za-z_][\w.]*))?")

@@ -10,11 +10,9 @@ from typing import Any
 import typer
 
 from dflash_tools.cli._output import safe_text, stderr_console, write_json
-from dflash_tools.errors import DflashToolsError
+from dflash_tools.errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, DflashToolsError
 
-EXIT_OK = 0
-EXIT_FINDINGS = 1
-EXIT_USAGE = 2
+__all__ = ["EXIT_FINDINGS", "EXIT_OK", "EXIT_USAGE", "error_document", "handle_errors", "json_requested"]
 
 
 def debug_enabled() -> bool:
@@ -55,10 +53,6 @@ def json_requested(argv: list[str]) -> bool:
     return os.environ.get("DFLASH_TOOLS_FORMAT") == "json" and "--format" not in argv and "-f" not in argv
 
 
-def _kind(exc: DflashToolsError) -> str:
-    return {"SourceError": "source", "UsageError": "usage"}.get(type(exc).__name__, "operation")
-
-
 @contextmanager
 def handle_errors(command: str = "", *, json_output: bool = False, source: Any = None) -> Iterator[None]:
     """Turn our exceptions into exit codes; anything else is a one-line internal error.
@@ -82,7 +76,7 @@ def handle_errors(command: str = "", *, json_output: bool = False, source: Any =
             raise
         findings = getattr(exc, "findings", None)
         extra = {"findings": [f.to_dict() for f in findings]} if findings else {}
-        raise fail(exc.message, exc.hint, exc.exit_code, _kind(exc), **extra) from None
+        raise fail(exc.message, exc.hint, exc.exit_code, exc.kind, **extra) from None
     except KeyboardInterrupt:
         raise fail("interrupted", "", 130, "interrupted") from None
     except OSError as exc:

@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from dflash_tools.cli._errors import EXIT_FINDINGS, EXIT_OK, handle_errors
+from dflash_tools.cli._errors import handle_errors
 from dflash_tools.cli._layout import console_width, print_line, print_unpadded, table_or_blocks, unbroken, wrap_words
 from dflash_tools.cli._output import (
     SEVERITY_STYLE,
@@ -21,10 +21,10 @@ from dflash_tools.cli._output import (
     stdout_console,
     write_json,
 )
-from dflash_tools.draft.findings import Severity
 from dflash_tools.draft.geometry import Geometry
-from dflash_tools.errors import UsageError
+from dflash_tools.errors import EXIT_FINDINGS, EXIT_OK, UsageError
 from dflash_tools.files.atomic import LinkMode
+from dflash_tools.findings import Severity
 
 
 def run(

@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from dflash_tools.cli._errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, handle_errors
+from dflash_tools.cli._errors import handle_errors
 from dflash_tools.cli._layout import (
     Fix,
     console_width,
@@ -33,9 +33,9 @@ from dflash_tools.cli._output import (
     stdout_console,
     write_json,
 )
-from dflash_tools.draft.findings import Severity, brief_list
 from dflash_tools.draft.target import TargetSpec, load_target
-from dflash_tools.errors import DflashToolsError, UsageError
+from dflash_tools.errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, DflashToolsError, UsageError
+from dflash_tools.findings import Severity, brief_list
 from dflash_tools.inspect import SCHEMA_VERSION, InspectReport, inspect_loaded
 from dflash_tools.reading.source import load_checkpoint
 from dflash_tools.serving.engine_view import engine_choices, inspect_for_engines, resolve_engine_specs

@@ -8,7 +8,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from dflash_tools.cli._errors import EXIT_FINDINGS, EXIT_OK, handle_errors
+from dflash_tools.cli._errors import handle_errors
 from dflash_tools.cli._layout import (
     Fix,
     console_width,
@@ -23,8 +23,8 @@ from dflash_tools.cli._layout import (
     wrap_words,
 )
 from dflash_tools.cli._output import OutputFormat, printable, stdout_console, write_json
-from dflash_tools.draft.findings import Severity
-from dflash_tools.errors import UsageError
+from dflash_tools.errors import EXIT_FINDINGS, EXIT_OK, UsageError
+from dflash_tools.findings import Severity
 
 SCHEMA_VERSION = 1
 
@@ -64,7 +64,7 @@ def run(
         settings: dict[str, Any] = {}
         entries: list[tuple[str, str | None]] = [(name, revision) for name in drafts or []]
         if preset is not None:
-            from dflash_tools.smoke.presets import load_preset
+            from dflash_tools.serving.presets import load_preset
 
             loaded_preset = load_preset(preset)
             target = target or loaded_preset.target
@@ -146,7 +146,7 @@ _PRESET_SETTINGS = (
 def _engines(values: list[str] | None) -> list[str]:
     """`engine==version` tables for the --engine values (default: all); `vllm` is the release of
     the vLLM installed here."""
-    from dflash_tools.engines import get_rules
+    from dflash_tools.engine_rules import get_rules
     from dflash_tools.serving.engine_view import ALL, engine_choices, resolve_engine_specs
 
     try:
@@ -169,7 +169,7 @@ def _engines(values: list[str] | None) -> list[str]:
 
 
 def _all_specs() -> list[str]:
-    from dflash_tools.engines import ENGINE_RULES
+    from dflash_tools.engine_rules import ENGINE_RULES
 
     return list(ENGINE_RULES)
 

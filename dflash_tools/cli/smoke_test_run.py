@@ -13,6 +13,7 @@ import typer
 from rich.status import Status
 from rich.text import Text
 
+from dflash_tools import smoke_contract as contract
 from dflash_tools.cli._errors import handle_errors
 from dflash_tools.cli._layout import (
     Fix,
@@ -34,10 +35,11 @@ from dflash_tools.cli._output import (
 )
 from dflash_tools.draft.target import TargetSpec, load_target
 from dflash_tools.errors import TORCH_INSTALL_HINT, VLLM_INSTALL_HINT, UsageError
+from dflash_tools.serving import presets
+from dflash_tools.serving.presets import DraftEntry, Floor
 from dflash_tools.serving.vllm_capability import detect_vllm, engine_available, resolve_engine
-from dflash_tools.smoke import contract, presets, report, sweep
+from dflash_tools.smoke import report, sweep
 from dflash_tools.smoke.plan import DraftPlan, RunPlan, SmokeOptions, SmokePlan, plan_draft, resolve_plan
-from dflash_tools.smoke.presets import DraftEntry, Floor
 from dflash_tools.smoke.runner import CHILD_COMMAND_ENV, execute_plan, execute_references
 
 CPU_INSTALL_HINT = (

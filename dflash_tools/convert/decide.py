@@ -15,9 +15,9 @@ from typing import Any
 
 from dflash_tools.convert.json_edit import same_json
 from dflash_tools.draft.description import DraftDescription, ValueSource
-from dflash_tools.draft.findings import Finding
 from dflash_tools.draft.geometry import Geometry, layout_name, resolve_geometry, sample_from_anchor_key
 from dflash_tools.errors import OperationError
+from dflash_tools.findings import Finding
 from dflash_tools.reading.checkpoint import CONFIG_NAME
 
 

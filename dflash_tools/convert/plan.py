@@ -20,13 +20,13 @@ from dflash_tools.convert.json_edit import dumps_like, same_json
 from dflash_tools.convert.repack import TensorEdits
 from dflash_tools.convert.translate import TARGET_FAMILIES, check_cross_dialect, fill_missing_verifier, render_cross
 from dflash_tools.draft.description import Algorithm, Dialect, DraftDescription
-from dflash_tools.draft.findings import Severity
 from dflash_tools.draft.geometry import Geometry, resolve_geometry
 from dflash_tools.draft.target import TargetSpec, load_target
 from dflash_tools.draft.tensors import Requirement, expected_tensors
-from dflash_tools.engines import ENGINE_RULES, json_key
+from dflash_tools.engine_rules import ENGINE_RULES, json_key
 from dflash_tools.errors import OperationError, SourceError, UsageError
 from dflash_tools.files.hf_cache import is_in_hf_cache
+from dflash_tools.findings import Severity
 from dflash_tools.inspect import InspectReport, inspect_loaded
 from dflash_tools.reading.checkpoint import (
     CONFIG_NAME,

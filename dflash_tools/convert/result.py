@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from dflash_tools.convert.plan import ConvertPlan
-from dflash_tools.draft.findings import Finding
+from dflash_tools.findings import Finding
 from dflash_tools.inspect import InspectReport
 
 SCHEMA_VERSION = 1

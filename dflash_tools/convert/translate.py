@@ -15,10 +15,10 @@ from dflash_tools.convert.decide import Decision
 from dflash_tools.dialects import speculators as speculators_dialect
 from dflash_tools.dialects import zlab as zlab_dialect
 from dflash_tools.draft.description import Algorithm, Dialect, DraftDescription
-from dflash_tools.draft.findings import brief_list
 from dflash_tools.draft.geometry import Geometry
 from dflash_tools.draft.target import TargetSpec
 from dflash_tools.errors import OperationError
+from dflash_tools.findings import brief_list
 
 # Cross-dialect outputs carry the source config under this key, so converting back restores it
 # exactly (key order, auto_map, token ids, versions...). Engines and both dialects' loaders

@@ -6,8 +6,8 @@ from collections import Counter
 from pathlib import Path
 
 from dflash_tools.convert.plan import ConvertPlan
-from dflash_tools.draft.findings import Finding, Severity
 from dflash_tools.errors import OperationError
+from dflash_tools.findings import Finding, Severity
 from dflash_tools.inspect import InspectReport, inspect_loaded
 from dflash_tools.reading.checkpoint import LoadedCheckpoint
 from dflash_tools.reading.local import load_following_links

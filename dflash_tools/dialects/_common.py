@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dflash_tools.draft.description import Algorithm, DecoderSpec, DFlash2Spec, DraftDescription, LayoutEvidence
-from dflash_tools.draft.findings import Finding, make_finding
+from dflash_tools.findings import Finding, make_finding
 
 _MISSING = object()
 

@@ -22,8 +22,8 @@ from dflash_tools.dialects._common import (
     sliding_window_non_causal,
 )
 from dflash_tools.draft.description import Algorithm, Dialect, DraftDescription, DSparkSpec
-from dflash_tools.draft.findings import make_finding
 from dflash_tools.draft.geometry import Geometry
+from dflash_tools.findings import make_finding
 
 DIALECTS = (Dialect.SPECULATORS_DFLASH, Dialect.SPECULATORS_DFLASH2, Dialect.SPECULATORS_DSPARK)
 MARKERS = "speculators_model_type (dflash, dflash2, dspark) with speculators_config"

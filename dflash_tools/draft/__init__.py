@@ -4,9 +4,9 @@
 block-size / sample_from_anchor rules: the only place they live), `tensors` (expected tensors and
 their shapes), `checks` (config sanity), `config_keys` (the one table of
 config keys engines read: type, range, readers, default; DFT006 / DFT058), `sliding_window` (which keys a sliding layer sees, trained
-vs served; DFT055), `target` (pairing with a target model), `profiles` (known published checkpoints)
-and `findings` (the catalogue of finding codes, shared by every layer).
+vs served; DFT055), `target` (pairing with a target model) and `profiles` (known published
+checkpoints). The catalogue of finding codes is `dflash_tools.findings`, below every layer.
 
-Imports: `reading`, `files`, `errors`. `findings` imports nothing of ours. Never `dialects` or a
+Imports: `reading`, `files`, `errors`, `findings`. Never `dialects` or a
 command.
 """

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 from dflash_tools.draft.description import Algorithm, Dialect, DraftDescription
-from dflash_tools.draft.findings import Finding, brief_list, make_finding
+from dflash_tools.findings import Finding, brief_list, make_finding
 
 
 def check_config(desc: DraftDescription) -> list[Finding]:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from dflash_tools.draft.findings import Finding, Severity, make_finding
+from dflash_tools.findings import Finding, Severity, make_finding
 
 
 class KeyType(StrEnum):

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from dflash_tools.draft.findings import Finding
+from dflash_tools.findings import Finding
 
 
 class Algorithm(StrEnum):

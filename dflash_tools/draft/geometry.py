@@ -17,7 +17,7 @@ from typing import Any
 
 from dflash_tools.draft.config_keys import primary_path
 from dflash_tools.draft.description import Algorithm, Dialect, DraftDescription, ValueSource
-from dflash_tools.draft.findings import Finding, make_finding
+from dflash_tools.findings import Finding, make_finding
 
 # What a dialect means when it does not say sample_from_anchor (docs/rules.md, "How
 # sample_from_anchor is decided").

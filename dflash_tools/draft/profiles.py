@@ -8,7 +8,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from dflash_tools.draft.findings import Finding, make_finding
+from dflash_tools.findings import Finding, make_finding
 
 
 def configs_dir() -> Path:

@@ -12,7 +12,7 @@ from the sources; in short, for a layer with window W:
   window is measured from the anchor, W keys), and block keys are never windowed (all of them when
   bidirectional, those at or before the row when causal).
 
-The reference engine runs the served rule (`engine/draft.py`). This module is the one place both
+The reference engine runs the served rule (`reference_engine/draft.py`). This module is the one place both
 rules are written down, torch-free, so that `inspect` can say where they part.
 """
 
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dflash_tools.draft.description import Algorithm, DraftDescription
-from dflash_tools.draft.findings import Finding, make_finding
+from dflash_tools.findings import Finding, make_finding
 
 
 def served_key_visible(query_position: int, key_position: int, window: int | None, causal: bool) -> bool:

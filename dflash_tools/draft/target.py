@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from dflash_tools.draft.description import DraftDescription
-from dflash_tools.draft.findings import Finding, brief_list, make_finding
 from dflash_tools.errors import SourceError
+from dflash_tools.findings import Finding, brief_list, make_finding
 from dflash_tools.reading.checkpoint import path_exists, read_small_file
 from dflash_tools.reading.safetensors_header import TensorHeader
 from dflash_tools.reading.source import looks_like_repo_id

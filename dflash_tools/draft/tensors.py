@@ -15,7 +15,7 @@ from enum import StrEnum
 from typing import Any
 
 from dflash_tools.draft.description import Algorithm, DraftDescription
-from dflash_tools.draft.findings import Finding, make_finding
+from dflash_tools.findings import Finding, make_finding
 from dflash_tools.reading.safetensors_header import TensorHeader
 
 

@@ -11,12 +11,12 @@ from dflash_tools import dialects
 from dflash_tools.draft.checks import check_config
 from dflash_tools.draft.config_keys import check_config_keys, covered_paths
 from dflash_tools.draft.description import DraftDescription
-from dflash_tools.draft.findings import Finding, Severity, has_errors, make_finding, sort_findings
 from dflash_tools.draft.geometry import Geometry, resolve_geometry
 from dflash_tools.draft.profiles import ProfileMatch, match_profile, profile_findings
 from dflash_tools.draft.sliding_window import check_sliding_window
 from dflash_tools.draft.target import TargetSpec, check_target, load_target
 from dflash_tools.draft.tensors import compare, expected_tensors, expected_totals, summarize
+from dflash_tools.findings import Finding, Severity, has_errors, make_finding, sort_findings
 from dflash_tools.reading.checkpoint import LoadedCheckpoint
 from dflash_tools.reading.safetensors_header import TensorHeader
 from dflash_tools.reading.source import load_checkpoint

@@ -5,6 +5,6 @@ and hands it to `local` or `hub`; both fill in a `checkpoint.LoadedCheckpoint` w
 index helpers that live there, below both. `safetensors_header` parses headers from bytes;
 `json_hazards` finds what JSON readers disagree on (duplicate keys, lone surrogates, deep nesting).
 
-Imports: `files`, `errors`, and `draft.findings` (the finding vocabulary, which imports nothing of
+Imports: `files`, `errors`, and `findings` (the finding vocabulary, which imports nothing of
 ours). Never `draft`'s rules, `dialects` or any command.
 """

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from dflash_tools.draft.findings import Finding, make_finding
+from dflash_tools.findings import Finding, make_finding
 from dflash_tools.reading.json_hazards import hazard_findings, loads_tracking_duplicates
 from dflash_tools.reading.safetensors_header import (
     SafetensorsHeaderError,

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from itertools import compress
 from typing import Any
 
-from dflash_tools.draft.findings import Finding, make_finding
+from dflash_tools.findings import Finding, make_finding
 
 # Real configs nest 4 or 5 levels (speculators_config.proposal_methods[0].x); 64 leaves room.
 MAX_CONFIG_DEPTH = 64

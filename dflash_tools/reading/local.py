@@ -9,8 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from dflash_tools.draft.findings import Finding, make_finding
 from dflash_tools.errors import SourceError
+from dflash_tools.findings import Finding, make_finding
 from dflash_tools.reading.checkpoint import (
     CONFIG_NAME,
     INDEX_NAME,

@@ -13,10 +13,11 @@
                         parallelism (pure functions over config dicts and safetensors headers)
     plan.py             `dflash-tools plan`: one target and draft, the settings each release
                         resolves (its table's defaults), its serving rules, the launch lines
+    presets.py          configs/presets and configs/prompts (plan and smoke-test both use them)
 
-The rules per engine release come from `engines`; this package applies them to one draft.
+The rules per engine release come from `engine_rules`; this package applies them to one draft.
 Nothing here imports typer, rich, torch, vLLM or SGLang.
 
-Imports: `engines`, `inspect`, `dialects`, `draft`, `reading`, `vllm_plugin` (its fingerprints,
+Imports: `engine_rules`, `inspect`, `dialects`, `draft`, `reading`, `vllm_plugin` (its fingerprints,
 markers and source reader).
 """

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from dflash_tools.engines import KeyRead
+from dflash_tools.engine_rules import KeyRead
 
 
 def num_hidden_layers(config: dict[str, Any]) -> Any:

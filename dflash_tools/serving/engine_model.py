@@ -12,10 +12,10 @@ from typing import Any
 
 from dflash_tools import dialects
 from dflash_tools.draft.description import Algorithm, Dialect, DraftDescription
-from dflash_tools.draft.findings import Finding, Severity, make_finding
 from dflash_tools.draft.geometry import Geometry, trained_layout
 from dflash_tools.draft.target import TargetSpec
-from dflash_tools.engines import EngineRules, Layout, Outcome
+from dflash_tools.engine_rules import EngineRules, Layout, Outcome
+from dflash_tools.findings import Finding, Severity, make_finding
 from dflash_tools.inspect import InspectReport
 from dflash_tools.serving.launch import Launch
 

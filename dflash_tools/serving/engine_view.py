@@ -1,6 +1,6 @@
 """What each engine release will do with one draft: the view behind `inspect --engine`.
 
-`engine_view(rules, facts)` applies one engine table (`dflash_tools.engines`) to one draft: it
+`engine_view(rules, facts)` applies one engine table (`dflash_tools.engine_rules`) to one draft: it
 reads every key the way that release reads it (the table's locations, in order, and its
 defaults), compares what the engine will serve with what the draft was trained with, runs the
 release's own load-time rules (`Check`s, by name), and builds the launch line. The result is an
@@ -18,11 +18,20 @@ vLLM installed in this environment is classified from its files (`vllm_capabilit
 
 from __future__ import annotations
 
-from dflash_tools.draft.findings import Severity
 from dflash_tools.draft.geometry import num_query_tokens
 from dflash_tools.draft.target import TargetSpec
-from dflash_tools.engines import ENGINE_RULES, EngineRules, Layout, Outcome, WhenMissing, get_rules, json_key, latest
+from dflash_tools.engine_rules import (
+    ENGINE_RULES,
+    EngineRules,
+    Layout,
+    Outcome,
+    WhenMissing,
+    get_rules,
+    json_key,
+    latest,
+)
 from dflash_tools.errors import VLLM_INSTALL_HINT
+from dflash_tools.findings import Severity
 from dflash_tools.inspect import InspectReport, cap_findings, finish_findings, inspect_loaded
 from dflash_tools.reading.checkpoint import LoadedCheckpoint
 from dflash_tools.serving.config_reads import as_int, int_list, lookup, num_hidden_layers, source_name

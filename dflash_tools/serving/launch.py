@@ -17,7 +17,7 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
-from dflash_tools.engines import EngineRules
+from dflash_tools.engine_rules import EngineRules
 from dflash_tools.vllm_plugin.markers import REQUIRE_ENV
 
 # Written where the target is not known; the human output says to replace it.

@@ -23,11 +23,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from dflash_tools.draft.findings import Finding, Severity, make_finding, sort_findings
 from dflash_tools.draft.geometry import layout_name, num_query_tokens
 from dflash_tools.draft.target import TargetSpec, target_from_config
-from dflash_tools.engines import ENGINE_RULES, EngineRules, Layout, json_key
+from dflash_tools.engine_rules import ENGINE_RULES, EngineRules, Layout, json_key
 from dflash_tools.errors import SourceError, UsageError
+from dflash_tools.findings import Finding, Severity, make_finding, sort_findings
 from dflash_tools.inspect import InspectReport, inspect_loaded
 from dflash_tools.reading.checkpoint import LoadedCheckpoint
 from dflash_tools.reading.source import load_checkpoint

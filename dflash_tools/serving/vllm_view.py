@@ -22,9 +22,9 @@ does with the draft (served by the plugin, natively, refused).
 from __future__ import annotations
 
 from dflash_tools.draft.description import Algorithm, DraftDescription
-from dflash_tools.draft.findings import Finding, Severity, make_finding, sort_findings
 from dflash_tools.draft.geometry import Geometry
 from dflash_tools.draft.target import TargetSpec
+from dflash_tools.findings import Finding, Severity, make_finding, sort_findings
 from dflash_tools.inspect import InspectReport, inspect_loaded
 from dflash_tools.reading.checkpoint import LoadedCheckpoint
 from dflash_tools.serving.vllm_capability import VllmCapability

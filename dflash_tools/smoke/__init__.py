@@ -1,7 +1,6 @@
 """`smoke-test`: prove drafts on a GPU through vLLM (or the torch reference engine).
 
     plan.py        drafts, target, K, layout, runner, environment -> a launch plan (no GPU)
-    contract.py    the JSON request / result exchanged with the engine child process
     runner.py      the process boundary: child process, timeout, log, markers
     child.py       `python -m dflash_tools.smoke.child`: dispatch a request to its engine
     vllm_engine.py the vLLM engine (offline LLM API), imported only in the child
@@ -9,13 +8,14 @@
     server.py      `--server URL`: the same measurement against a running server
     report.py      verdicts and the result document
     sweep.py       `-k 3,5,7`: measured and predicted speed-up per K, the best K
-    presets.py     configs/presets and configs/prompts
 
 Nothing here imports typer or rich; vLLM and torch are imported only inside the child.
 
 What the installed vLLM can serve (`serving.vllm_capability`) and what each engine release reads
-(`engines`) live below this package.
+(`engine_rules`) live below this package, and so do the presets (`serving.presets`) and the
+JSON request / result exchanged with the engine child process (`dflash_tools.smoke_contract`).
 
-Imports: `serving`, `engines`, `inspect`, `draft`, `reading`, `vllm_plugin` (its markers and
-fingerprints), and `engine` only from `child` (the torch engine, in the child process).
+Imports: `serving`, `engine_rules`, `inspect`, `draft`, `reading`, `vllm_plugin` (its markers and
+fingerprints), `smoke_contract`, and `reference_engine` only from `child` (the torch engine, in the
+child process).
 """

@@ -15,9 +15,9 @@ import traceback
 from pathlib import Path
 from typing import Any, cast
 
+from dflash_tools import smoke_contract as contract
 from dflash_tools.errors import TORCH_INSTALL_HINT
-from dflash_tools.smoke import contract
-from dflash_tools.smoke.contract import progress
+from dflash_tools.smoke_contract import progress
 
 
 def _write(path: Path, document: Any) -> None:
@@ -33,7 +33,7 @@ def run(request: contract.SmokeRequest, work_dir: Path) -> contract.SmokeResult:
 
         return run_vllm(request, work_dir=work_dir)
     try:
-        from dflash_tools.engine import run_request as run_torch
+        from dflash_tools.reference_engine import run_request as run_torch
     except ImportError as exc:
         return contract.failed_result(
             engine,

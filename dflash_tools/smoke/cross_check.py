@@ -1,7 +1,7 @@
 """Cross-check a vLLM run against the torch reference engine on the same pair, prompts and layout.
 
 On a CPU host both engines run in one environment, so every vLLM run can be repeated by the
-reference engine (`dflash_tools.engine`) with the same request: same target and draft folders,
+reference engine (`dflash_tools.reference_engine`) with the same request: same target and draft folders,
 prompts, K, layout (`sample_from_anchor`, `draft_config_overrides`), max_tokens, dtype.
 
 What must agree:
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dflash_tools.smoke import contract
+from dflash_tools import smoke_contract as contract
 
 RATE_TOLERANCE = 0.02
 REFERENCE_ENGINE = "torch"

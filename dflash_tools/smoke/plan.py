@@ -27,16 +27,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dflash_tools import smoke_contract as contract
 from dflash_tools.draft.description import Algorithm, DraftDescription
-from dflash_tools.draft.findings import Finding, Severity, has_errors, make_finding, sort_findings
 from dflash_tools.draft.geometry import Geometry, layout_name, num_query_tokens, resolve_geometry
 from dflash_tools.draft.target import TargetSpec
 from dflash_tools.errors import DflashToolsError, SourceError, UsageError
+from dflash_tools.findings import Finding, Severity, has_errors, make_finding, sort_findings
 from dflash_tools.inspect import InspectReport, inspect_loaded
 from dflash_tools.reading.source import load_checkpoint
+from dflash_tools.serving.presets import SANITY_FLOOR, DraftEntry, Floor
 from dflash_tools.serving.vllm_capability import VllmCapability
-from dflash_tools.smoke import contract
-from dflash_tools.smoke.presets import SANITY_FLOOR, DraftEntry, Floor
 from dflash_tools.vllm_plugin.fingerprints import SUPPORTED_VERSIONS
 from dflash_tools.vllm_plugin.markers import ENTRY_POINT_NAME, REQUIRE_ENV
 

@@ -16,18 +16,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from dflash_tools import smoke_contract as contract
 from dflash_tools.draft.description import Algorithm
 from dflash_tools.draft.geometry import layout_name
-from dflash_tools.smoke import contract, cross_check, sweep
+from dflash_tools.errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE
+from dflash_tools.serving.presets import Floor
+from dflash_tools.smoke import cross_check, sweep
 from dflash_tools.smoke.plan import DraftPlan, RunPlan, SmokePlan
-from dflash_tools.smoke.presets import Floor
 
 SCHEMA_VERSION = 1
 CLEAR_MARGIN = 0.10
-
-EXIT_OK = 0
-EXIT_FAIL = 1
-EXIT_SETUP = 2
 
 
 @dataclass
@@ -500,7 +498,7 @@ def _k_sweep(
 def exit_code(statuses: list[tuple[str | None, str]]) -> int:
     """0 all pass (or planned), 2 a setup problem kept a draft from running, 1 anything else."""
     if any(status == "refused" and kind == "setup" for kind, status in statuses):
-        return EXIT_SETUP
+        return EXIT_USAGE
     if any(status in ("fail", "error", "refused") for _, status in statuses):
-        return EXIT_FAIL
+        return EXIT_FINDINGS
     return EXIT_OK

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dflash_tools.smoke import contract
+from dflash_tools import smoke_contract as contract
 from dflash_tools.smoke.plan import RunPlan, SmokePlan
 from dflash_tools.vllm_plugin.markers import MARKER_DIR_ENV, read_markers, summarize
 

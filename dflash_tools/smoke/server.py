@@ -17,8 +17,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+from dflash_tools import smoke_contract as contract
 from dflash_tools.errors import OperationError, SourceError, UsageError
-from dflash_tools.smoke import contract
 from dflash_tools.smoke.metrics import MetricsError, SpecDecodeCounters, counters_from_prometheus
 
 ENGINE = "vllm-server"

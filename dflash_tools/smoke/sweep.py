@@ -38,8 +38,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from dflash_tools import smoke_contract as contract
 from dflash_tools.errors import UsageError
-from dflash_tools.smoke import contract
 
 K_VALUES_HINT = "pass -k 7, a list -k 3,5,7 or a range -k 3-7"
 MAX_SWEEP_VALUES = 32

@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dflash_tools.smoke import contract
-from dflash_tools.smoke.contract import progress
+from dflash_tools import smoke_contract as contract
 from dflash_tools.smoke.metrics import ZERO, counters_from_metrics, prefix_cache_counters
+from dflash_tools.smoke_contract import progress
 from dflash_tools.vllm_plugin.markers import MARKER_DIR_ENV, read_markers, summarize
 
 CONFIG_NAME = "config.json"

@@ -5,8 +5,10 @@ the way each dialect's own tools write them; tensor tables are spelled out here 
 `dflash_tools.draft.tensors`, so the checker is tested against an independent statement of the layout.
 Files are sparse by default: a 60 GB checkpoint costs no disk.
 
-Imports: `reading.safetensors_header` only (to encode headers); `python -m dflash_tools.testing`
-regenerates the bundled examples.
+`demos/` writes the tiny target and drafts of the no-network CPU demos (numpy only).
+
+Imports: `reading` only (`safetensors_header` to encode headers, `local` for the examples folder);
+`python -m dflash_tools.testing` regenerates the bundled examples.
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ Because an installed plugin runs in *every* vLLM process on the machine, it is c
 It records what it did in marker files (`markers.py`) and as `SpeculativeConfig._dflash_tools_patch`.
 Importing this module is cheap: vLLM itself is only touched inside `register()`.
 
-Imports: its own modules and `engines` (plain data), nothing else of dflash_tools: it runs inside
+Imports: its own modules and `engine_rules` (plain data), nothing else of dflash_tools: it runs inside
 vLLM's processes.
 """
 

@@ -23,13 +23,13 @@ import textwrap
 from dataclasses import dataclass, field
 from typing import Any
 
-from dflash_tools.engines import vllm_plugin_versions
+from dflash_tools.engine_rules import vllm_plugin_versions
 from dflash_tools.vllm_plugin import sites_v0_33, sites_v0_34
 from dflash_tools.vllm_plugin.site import Site
 from dflash_tools.vllm_plugin.sources import FunctionSource, SourceReader, find_function
 
 SUPPORTED_VERSIONS: tuple[str, ...] = vllm_plugin_versions()
-"""vLLM releases the plugin patches: the engine tables (`engines/vllm_*.py`) that say so."""
+"""vLLM releases the plugin patches: the engine tables (`engine_rules/vllm_*.py`) that say so."""
 
 SITE_TABLES: dict[str, tuple[Site, ...]] = {"0.33.0": sites_v0_33.SITES, "0.34.0": sites_v0_34.SITES}
 """Each supported release's own fingerprints (a test keeps the keys equal to SUPPORTED_VERSIONS)."""

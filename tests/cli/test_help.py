@@ -87,8 +87,8 @@ def test_choices_are_shown() -> None:
 
 def test_declared_choices_are_the_cores() -> None:
     """Choices the CLI declares (so that --help need not import the core) match the core's."""
-    from dflash_tools.draft.findings import Severity
     from dflash_tools.files.atomic import LinkMode
+    from dflash_tools.findings import Severity
     from dflash_tools.serving.engine_view import engine_choices
 
     def choices(command: str, option: str) -> tuple[str, ...]:

@@ -26,6 +26,7 @@ FAILURES = [
     (["inspect", "--fail-on", "nonsense", "example:zlab-dflash2"], 2, "usage"),
     (["inspect", "--author", "someone", "--limit", "0"], 2, "usage"),
     (["inspect", "example:zlab-dflash2", "--target", "./no-target"], 2, "source"),
+    (["inspect", "example:zlab-dflash2", "--target", "nobody/no-target"], 2, "source"),
     # convert
     (["convert", "./nope", "-o", "out"], 2, "source"),
     (["convert", "example:zlab-dflash2"], 2, "usage"),
@@ -38,6 +39,7 @@ FAILURES = [
     # smoke-test
     (["smoke-test", "-d", "example:zlab-dflash2"], 2, "usage"),
     (["smoke-test", "-t", "./no-target", "-d", "example:zlab-dflash2", "--dry-run"], 2, "source"),
+    (["smoke-test", "-t", "nobody/no-target", "-d", "example:zlab-dflash2", "--dry-run"], 2, "source"),
     (["smoke-test", "--engine", "warp-drive", "-t", "example:tiny-target", "-d", "example:zlab-dflash2"], 2, "usage"),
     (["smoke-test", "--preset", "no-such-preset"], 2, None),
     (["smoke-test", "--server", "http://127.0.0.1:9", "-d", "a", "-d", "b"], 2, "usage"),

@@ -54,7 +54,7 @@ def exception_classes() -> dict[str, type]:
     """Every DflashToolsError subclass of the core (the CLI and torch-only modules left out)."""
     found: dict[str, type] = {}
     for module in pkgutil.walk_packages(dflash_tools.__path__, "dflash_tools."):
-        if module.name.startswith(("dflash_tools.cli", "dflash_tools.engine", "dflash_tools.vllm_plugin")):
+        if module.name.startswith(("dflash_tools.cli", "dflash_tools.reference_engine", "dflash_tools.vllm_plugin")):
             continue
         if module.name.endswith("__main__"):
             continue

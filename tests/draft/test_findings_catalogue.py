@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from dflash_tools import testing
-from dflash_tools.draft.findings import CATALOGUE
+from dflash_tools.findings import CATALOGUE
 from dflash_tools.inspect import inspect_checkpoint
 from tests.conftest import CheckpointFactory
 

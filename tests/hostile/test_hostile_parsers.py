@@ -25,9 +25,9 @@ from hypothesis import strategies as st
 from dflash_tools import testing
 from dflash_tools.cli._output import write_json
 from dflash_tools.cli.inspect_run import render_report
-from dflash_tools.draft.findings import CATALOGUE
 from dflash_tools.draft.target import TargetSpec, load_target, target_from_config
 from dflash_tools.errors import SourceError
+from dflash_tools.findings import CATALOGUE
 from dflash_tools.inspect import InspectReport, describe, inspect_checkpoint, inspect_loaded
 from dflash_tools.reading.checkpoint import LoadedCheckpoint, parse_config_text, parse_index, safe_shard_name
 from dflash_tools.reading.safetensors_header import (

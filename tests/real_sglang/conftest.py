@@ -1,7 +1,7 @@
 """The SGLang source tier: SGLang 0.5.23's released wheel, read, never imported (marker real_sglang).
 
 SGLang cannot run here (its wheel needs CUDA 13 stacks, and even its config parser imports GPU
-kernels), so `dflash_tools/engines/sglang_0_5_23.py` is checked against the released source:
+kernels), so `dflash_tools/engine_rules/sglang_0_5_23.py` is checked against the released source:
 the files and functions it cites, the keys it says SGLang reads, its defaults, and SGLang's own
 parser executed on our configs (`tests/engine_sources.extract`).
 

@@ -22,8 +22,8 @@ from typing import Any, Optional
 
 import pytest
 
-from dflash_tools.engines import ENGINE_RULES
-from dflash_tools.engines import sglang_0_5_23 as table
+from dflash_tools.engine_rules import ENGINE_RULES
+from dflash_tools.engine_rules import sglang_0_5_23 as table
 from dflash_tools.reading.source import load_checkpoint
 from dflash_tools.serving.engine_view import inspect_for_engines
 from tests.engine_cases import case_folders

@@ -19,8 +19,8 @@ from speculators.models.dflash import core as their_core
 from torch.nn.attention.flex_attention import create_mask
 
 from dflash_tools.draft.sliding_window import context_keys_lost
-from dflash_tools.engine.draft import LayerAttention, served_key_mask
 from dflash_tools.inspect import inspect_checkpoint
+from dflash_tools.reference_engine.draft import LayerAttention, served_key_mask
 from tests.real_speculators.conftest import (
     assert_logits_close,
     both_blocks,

@@ -4,7 +4,7 @@ Every test here carries the `real_vllm` marker, which the default run deselects;
 them with its environment's Python: `bash .ci/tier-vllm.sh 0.33.0` and `bash .ci/tier-vllm.sh
 0.34.0`. The release under test is `DFLASH_TOOLS_TIER_VLLM` (set by the script, 0.33.0 when
 unset); what the tests expect of it (a V1 runner or not) comes from the project's engine table
-for that release (`dflash_tools/engines/`). vLLM's objects are built in child processes
+for that release (`dflash_tools/engine_rules/`). vLLM's objects are built in child processes
 (`probe.py`), one per plugin state, because the plugin's patches are process-global; the serving
 plan's launch lines are parsed in one more (`launch_parse.py`).
 """
@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from dflash_tools.convert import convert_checkpoint
-from dflash_tools.engines import EngineRules, get_rules
+from dflash_tools.engine_rules import EngineRules, get_rules
 from dflash_tools.inspect import inspect_checkpoint
 from dflash_tools.reading.local import examples_dir
 from dflash_tools.vllm_plugin.sources import installed_package_root

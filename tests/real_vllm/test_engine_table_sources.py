@@ -1,4 +1,4 @@
-"""The vLLM tables (`dflash_tools/engines/vllm_0_3*.py`) against the released vLLM sources.
+"""The vLLM tables (`dflash_tools/engine_rules/vllm_0_3*.py`) against the released vLLM sources.
 
 Each tier checks its own release (`bash .ci/tier-vllm.sh 0.33.0` / `0.34.0`), read from the
 installed package. Every cited file and function must exist, and every key location a rule
@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from dflash_tools.engines import ENGINE_RULES
+from dflash_tools.engine_rules import ENGINE_RULES
 from dflash_tools.reading.source import load_checkpoint
 from dflash_tools.serving.engine_view import inspect_for_engines
 from dflash_tools.vllm_plugin.sources import installed_package_root

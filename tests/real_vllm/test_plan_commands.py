@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from dflash_tools.engines import ENGINE_RULES
+from dflash_tools.engine_rules import ENGINE_RULES
 from dflash_tools.reading.local import examples_dir
 from dflash_tools.testing.targets import write_hub_cache
 from tests.real_vllm.conftest import VLLM_VERSION

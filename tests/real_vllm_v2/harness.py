@@ -24,7 +24,7 @@ What is vLLM's and what is this harness's (docs/tier-vllm-v2.md says the same):
   target's slot mapping computed here (vLLM's kernels for both read raw pointers); the target
   batch (`InputBatch`) and the scheduler's bookkeeping (`num_rejected`, `num_sampled`,
   `last_sampled`, when a request is done). In the scenario the target's hidden states and the
-  greedy verification come from the torch reference engine's target (`dflash_tools.engine`,
+  greedy verification come from the torch reference engine's target (`dflash_tools.reference_engine`,
   float32, same weights), so both drafters see exactly the same context.
 """
 
@@ -293,9 +293,9 @@ def load_reference(case: dict[str, Any], num_requests: int) -> tuple[Any, list[A
     keeps its own KV cache), and the hidden-state indices the draft reads from the target."""
     import torch
 
-    from dflash_tools.engine import weights
-    from dflash_tools.engine.draft import DraftModel
-    from dflash_tools.engine.target import load_target
+    from dflash_tools.reference_engine import weights
+    from dflash_tools.reference_engine.draft import DraftModel
+    from dflash_tools.reference_engine.target import load_target
 
     cpu = torch.device("cpu")
     targets = [
@@ -513,7 +513,7 @@ def generate(
     cache, auxiliary hidden states), greedy `rejection_sample`, `propose()`.
 
     Harness: the scheduler's part (which requests run, their tokens, positions and blocks, when a
-    request is done) and the counting, done the way `dflash_tools.engine.loop` does it so that the
+    request is done) and the counting, done the way `dflash_tools.reference_engine.loop` does it so that the
     figures compare with the torch engine's: a request stops once `max_tokens` are out (cut there);
     each verification step is one draft; accepted tokens are counted per position.
     """

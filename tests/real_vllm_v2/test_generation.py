@@ -19,7 +19,7 @@ pytestmark = pytest.mark.real_vllm_v2
 
 
 def torch_engine(draft: V2Draft) -> dict[str, Any]:
-    from dflash_tools.engine import run_request
+    from dflash_tools.reference_engine import run_request
 
     case = draft.case
     result = run_request(

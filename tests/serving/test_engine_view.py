@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 from dflash_tools.cli import app
 from dflash_tools.convert import convert_checkpoint
 from dflash_tools.draft.target import TargetSpec, load_target
-from dflash_tools.engines import ENGINE_RULES, Layout, Outcome, WhenMissing
+from dflash_tools.engine_rules import ENGINE_RULES, Layout, Outcome, WhenMissing
 from dflash_tools.inspect import inspect_loaded
 from dflash_tools.reading.source import load_checkpoint
 from dflash_tools.serving.engine_checks import CHECKERS

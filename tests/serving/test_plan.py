@@ -20,7 +20,7 @@ from huggingface_hub import constants
 from typer.testing import CliRunner
 
 from dflash_tools.cli import app
-from dflash_tools.engines import ENGINE_RULES
+from dflash_tools.engine_rules import ENGINE_RULES
 from dflash_tools.reading.local import examples_dir
 from dflash_tools.serving.launch import LaunchSettings, settings_argv
 from dflash_tools.serving.plan import SERVING_RULES

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from dflash_tools.smoke import contract
+from dflash_tools import smoke_contract as contract
 from dflash_tools.smoke.report import compare_layouts, exit_code, token_identity
 
 

@@ -17,14 +17,15 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from dflash_tools import smoke_contract as contract
 from dflash_tools import testing
 from dflash_tools.cli import app
 from dflash_tools.cli.smoke_test_run import render
 from dflash_tools.draft.target import load_target
 from dflash_tools.errors import UsageError
-from dflash_tools.smoke import contract, report, sweep
+from dflash_tools.serving.presets import DraftEntry, Floor
+from dflash_tools.smoke import report, sweep
 from dflash_tools.smoke.plan import SmokeOptions, resolve_plan
-from dflash_tools.smoke.presets import DraftEntry, Floor
 
 runner = CliRunner()
 

@@ -1,6 +1,6 @@
 """End to end through the real child process with the torch reference engine (CPU, no GPU).
 
-The drafts and target are the reference engine's tiny demo pair (dflash_tools.engine.demo), whose
+The drafts and target are the reference engine's tiny demo pair (dflash_tools.testing.demos.engine_demo), whose
 acceptance is known in advance: the full pipeline, plan -> request file -> child process ->
 engine -> result file -> verdict, runs for real; only vLLM is absent.
 """
@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from dflash_tools.cli import app
 
 pytest.importorskip("torch")
-demo = pytest.importorskip("dflash_tools.engine.demo")
+demo = pytest.importorskip("dflash_tools.testing.demos.engine_demo")
 
 runner = CliRunner()
 

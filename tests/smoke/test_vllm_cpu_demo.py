@@ -14,14 +14,15 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from dflash_tools import smoke_contract as contract
 from dflash_tools.cli import app
-from dflash_tools.engine import vllm_cpu_demo as demo
 from dflash_tools.inspect import inspect_checkpoint
+from dflash_tools.serving.presets import DraftEntry
 from dflash_tools.serving.vllm_capability import VllmCapability
-from dflash_tools.smoke import contract, cross_check
+from dflash_tools.smoke import cross_check
 from dflash_tools.smoke.plan import CPU_ENGINE_ARGS, SmokeOptions, resolve_plan
-from dflash_tools.smoke.presets import DraftEntry
 from dflash_tools.smoke.report import build_document
+from dflash_tools.testing.demos import vllm_cpu_demo as demo
 from tests.conftest import assert_bundle_is
 
 runner = CliRunner()
@@ -171,7 +172,7 @@ def test_reference_engine_gets_the_constructed_acceptance_and_the_collapse(name:
     """Own layout: 8 blind steps (the last L + 1 tokens do not walk one cycle yet), then every
     draft accepted; other layout: every proposal one step off, nothing accepted."""
     pytest.importorskip("torch")
-    from dflash_tools.engine import run_request
+    from dflash_tools.reference_engine import run_request
 
     folder = demo.bundled_demo_dir()
     declared = demo.DEMO_DRAFTS[name]

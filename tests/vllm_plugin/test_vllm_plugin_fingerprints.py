@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from dflash_tools.engines import get_rules
+from dflash_tools.engine_rules import get_rules
 from dflash_tools.serving.vllm_capability import capability_from_sources, detect_vllm, plugin_allowed, plugin_registered
 from dflash_tools.vllm_plugin.fingerprints import (
     SITE_TABLES,

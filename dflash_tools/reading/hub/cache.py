@@ -7,8 +7,8 @@ from pathlib import Path
 from huggingface_hub import constants, try_to_load_from_cache
 from huggingface_hub.file_download import repo_folder_name
 
-from dflash_tools.draft.findings import make_finding
 from dflash_tools.errors import SourceError
+from dflash_tools.findings import make_finding
 from dflash_tools.reading.checkpoint import (
     CONFIG_NAME,
     INDEX_NAME,

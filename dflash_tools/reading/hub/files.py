@@ -16,8 +16,8 @@ from typing import Any
 from huggingface_hub import hf_hub_url
 from huggingface_hub.errors import RemoteEntryNotFoundError
 
-from dflash_tools.draft.findings import make_finding
 from dflash_tools.errors import SourceError
+from dflash_tools.findings import make_finding
 from dflash_tools.reading.checkpoint import (
     CONFIG_NAME,
     MAX_JSON_BYTES,

@@ -10,8 +10,8 @@ import httpx2
 from huggingface_hub import constants
 from huggingface_hub.errors import OfflineModeIsEnabled
 
-from dflash_tools.draft.findings import Severity, make_finding
 from dflash_tools.errors import SourceError
+from dflash_tools.findings import Severity, make_finding
 from dflash_tools.reading.checkpoint import (
     CONFIG_NAME,
     INDEX_NAME,

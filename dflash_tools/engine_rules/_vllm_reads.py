@@ -7,7 +7,7 @@ File references are to the released wheel's `vllm/`.
 
 from __future__ import annotations
 
-from dflash_tools.engines._model import (
+from dflash_tools.engine_rules._model import (
     Check,
     FormatRule,
     KeyRead,

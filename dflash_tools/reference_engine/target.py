@@ -25,11 +25,11 @@ from typing import Any, cast
 
 import torch
 
-from dflash_tools.engine import ops
-from dflash_tools.engine.draft import Fetch, need_tensor
 from dflash_tools.errors import TORCH_INSTALL_HINT, OperationError, SourceError
 from dflash_tools.reading.local import examples_dir
 from dflash_tools.reading.source import EXAMPLE_PREFIX, looks_like_repo_id
+from dflash_tools.reference_engine import ops
+from dflash_tools.reference_engine.draft import Fetch, need_tensor
 
 BUILTIN_ARCHITECTURES = ("Qwen3ForCausalLM", "Qwen2ForCausalLM", "LlamaForCausalLM", "MistralForCausalLM")
 

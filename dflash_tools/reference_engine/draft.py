@@ -43,8 +43,8 @@ from dataclasses import dataclass, field
 import torch
 
 from dflash_tools.draft.description import Algorithm, DraftDescription
-from dflash_tools.engine import ops
 from dflash_tools.errors import OperationError
+from dflash_tools.reference_engine import ops
 
 DEFAULT_RMS_NORM_EPS = 1e-6
 

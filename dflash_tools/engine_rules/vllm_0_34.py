@@ -8,8 +8,8 @@ budget and the speculator's hash factors. File references are to the released wh
 
 from __future__ import annotations
 
-from dflash_tools.engines import _vllm_reads
-from dflash_tools.engines._model import (
+from dflash_tools.engine_rules import _vllm_reads
+from dflash_tools.engine_rules._model import (
     EngineRules,
     LaunchFlag,
     Layout,

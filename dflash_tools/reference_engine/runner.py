@@ -13,11 +13,11 @@ import torch
 
 from dflash_tools.draft.description import Algorithm
 from dflash_tools.draft.geometry import layout_name
-from dflash_tools.engine import loop, ops, weights
-from dflash_tools.engine.draft import DraftModel
-from dflash_tools.engine.target import TargetModel, load_target, resolve_target_folder
 from dflash_tools.errors import TORCH_INSTALL_HINT, DflashToolsError, OperationError, UsageError
-from dflash_tools.smoke.contract import (
+from dflash_tools.reference_engine import loop, ops, weights
+from dflash_tools.reference_engine.draft import DraftModel
+from dflash_tools.reference_engine.target import TargetModel, load_target, resolve_target_folder
+from dflash_tools.smoke_contract import (
     SCHEMA_VERSION,
     ContractError,
     SmokeRequest,

@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dflash_tools.engine import vllm_cpu_demo as demo
 from dflash_tools.inspect import inspect_checkpoint
+from dflash_tools.testing.demos import vllm_cpu_demo as demo
 
 LAYOUTS = {"bonus-anchor": False, "anchor-first": True}
 
@@ -43,7 +43,7 @@ def test_first_layer_gives_anchor_rows_a_previous_row_tap_and_mask_rows_none() -
 
 def test_reference_engine_accepts_dflash2_drafts_in_their_own_layout(tmp_path: Path) -> None:
     pytest.importorskip("torch")
-    from dflash_tools.engine import run_request
+    from dflash_tools.reference_engine import run_request
 
     for layout, sample_from_anchor in LAYOUTS.items():
         draft = demo.write_dflash2_draft(tmp_path / layout, sample_from_anchor=sample_from_anchor)

@@ -16,9 +16,9 @@ from typing import Any
 import torch
 
 from dflash_tools.draft.description import DraftDescription
-from dflash_tools.draft.findings import Severity
 from dflash_tools.draft.geometry import Geometry, resolve_geometry
 from dflash_tools.errors import OperationError, SourceError
+from dflash_tools.findings import Severity
 from dflash_tools.inspect import describe
 from dflash_tools.reading.checkpoint import LoadedCheckpoint
 from dflash_tools.reading.source import load_checkpoint

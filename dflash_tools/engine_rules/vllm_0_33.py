@@ -5,8 +5,8 @@ File references are to the released wheel's `vllm/` package.
 
 from __future__ import annotations
 
-from dflash_tools.engines import _vllm_reads
-from dflash_tools.engines._model import EngineRules, LaunchFlag, Layout, LayoutRule, Outcome, QueryCountSite
+from dflash_tools.engine_rules import _vllm_reads
+from dflash_tools.engine_rules._model import EngineRules, LaunchFlag, Layout, LayoutRule, Outcome, QueryCountSite
 
 _SPECULATOR = "vllm/v1/worker/gpu/spec_decode/dflash/speculator.py"
 

@@ -10,8 +10,8 @@ Imports: nothing else of dflash_tools (the vLLM plugin reads these tables inside
 
 from __future__ import annotations
 
-from dflash_tools.engines import sglang_0_5_23, vllm_0_33, vllm_0_34
-from dflash_tools.engines._model import (
+from dflash_tools.engine_rules import sglang_0_5_23, vllm_0_33, vllm_0_34
+from dflash_tools.engine_rules._model import (
     Check,
     EngineRules,
     FormatRule,

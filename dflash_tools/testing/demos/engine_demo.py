@@ -35,9 +35,9 @@ from typing import Any
 import numpy as np
 
 from dflash_tools import testing
-from dflash_tools.engine import demo_checkpoints as checkpoints
-from dflash_tools.engine.demo_checkpoints import DemoShape, normal
 from dflash_tools.reading.local import examples_dir
+from dflash_tools.testing.demos import checkpoints
+from dflash_tools.testing.demos.checkpoints import DemoShape, normal
 
 DEMO_DIR_NAME = "engine-demo"
 DEMO_SEED = 20260901

@@ -1,6 +1,6 @@
 """`docs/engines.md`, generated from the engine tables: one section per engine release.
 
-    python -m dflash_tools.engines.docs > docs/engines.md
+    python -m dflash_tools.engine_rules.docs > docs/engines.md
 
 A test keeps the file equal to what this module renders, so the page never says something the
 code does not do.
@@ -12,13 +12,13 @@ import sys
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from dflash_tools.engines import ENGINE_RULES
-from dflash_tools.engines._model import EngineRules, WhenMissing
+from dflash_tools.engine_rules import ENGINE_RULES
+from dflash_tools.engine_rules._model import EngineRules, WhenMissing
 
 _HEAD = """# What each engine release does with a draft
 
-Generated from the tables in `dflash_tools/engines/` by
-`python -m dflash_tools.engines.docs > docs/engines.md`; a test fails when the two differ.
+Generated from the tables in `dflash_tools/engine_rules/` by
+`python -m dflash_tools.engine_rules.docs > docs/engines.md`; a test fails when the two differ.
 `dflash-tools inspect --engine ...` applies these tables to a draft (docs/inspect.md, "Engines"),
 `dflash-tools convert --for ...` writes what they read (docs/convert.md) and `dflash-tools plan`
 builds launch lines from them and checks their serving rules (docs/plan.md).

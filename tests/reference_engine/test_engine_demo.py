@@ -9,8 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dflash_tools.engine import demo, demo_checkpoints
 from dflash_tools.inspect import inspect_checkpoint
+from dflash_tools.testing.demos import checkpoints as demo_checkpoints
+from dflash_tools.testing.demos import engine_demo as demo
 from tests.conftest import assert_bundle_is
 
 
@@ -19,7 +20,7 @@ def test_bundled_demo_is_what_write_demo_writes(tmp_path: Path) -> None:
 
 
 def test_engine_import_does_not_import_torch() -> None:
-    code = "import sys, dflash_tools.engine, dflash_tools.engine.demo; print('torch' in sys.modules)"
+    code = "import sys, dflash_tools.reference_engine, dflash_tools.testing.demos.engine_demo; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 

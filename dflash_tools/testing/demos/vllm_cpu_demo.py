@@ -24,7 +24,7 @@ Served in its own layout, each draft proposes T^j(anchor) at position j once the
 walk one cycle; served in the other layout every proposal is one step off: acceptance collapses.
 That is what `--compare-layouts` must see, and what stock V1 does to the anchor-first draft.
 
-`python -m dflash_tools.engine.vllm_cpu_demo [FOLDER]` regenerates the bundle; the test suite
+`python -m dflash_tools.testing.demos.vllm_cpu_demo [FOLDER]` regenerates the bundle; the test suite
 checks that the bundled bytes are what this module writes.
 """
 
@@ -37,9 +37,9 @@ from typing import Any
 import numpy as np
 
 from dflash_tools import testing
-from dflash_tools.engine import demo_checkpoints as checkpoints
-from dflash_tools.engine.demo_checkpoints import DemoShape, normal
 from dflash_tools.reading.local import examples_dir
+from dflash_tools.testing.demos import checkpoints
+from dflash_tools.testing.demos.checkpoints import DemoShape, normal
 
 DEMO_DIR_NAME = "vllm-cpu-demo"
 DEMO_SEED = 20261203

@@ -6,7 +6,7 @@ JSON *request* to a file, starts `python -m dflash_tools.smoke.child --request R
 *result* back. The child dispatches on `request["engine"]`:
 
 - `"vllm"`: `dflash_tools.smoke.vllm_engine.run_request` (vLLM's offline `LLM` API).
-- `"torch"`: `dflash_tools.engine.run_request` (the plain-PyTorch reference implementation).
+- `"torch"`: `dflash_tools.reference_engine.run_request` (the plain-PyTorch reference implementation).
 
 Both engines take the same request and return the same result. Keys may be added (optional, with
 the defaults stated here); existing keys are never renamed or change meaning. Both documents carry

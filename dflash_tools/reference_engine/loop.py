@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 
 import torch
 
-from dflash_tools.engine import ops
-from dflash_tools.engine.draft import DraftModel
-from dflash_tools.engine.target import TargetModel
 from dflash_tools.errors import UsageError
+from dflash_tools.reference_engine import ops
+from dflash_tools.reference_engine.draft import DraftModel
+from dflash_tools.reference_engine.target import TargetModel
 
 
 @dataclass

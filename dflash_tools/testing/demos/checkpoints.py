@@ -1,4 +1,4 @@
-"""What the two planted-pattern demos (`demo`, `vllm_cpu_demo`) build the same way.
+"""What the two planted-pattern demos (`engine_demo`, `vllm_cpu_demo`) build the same way.
 
 numpy only (no torch). Both write a tiny Hugging Face Qwen3ForCausalLM target with a character
 tokenizer and z-lab DFlash drafts; they differ in head_dim, the pattern and how the draft copies.

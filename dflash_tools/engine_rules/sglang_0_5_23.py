@@ -14,7 +14,7 @@ size; `DFLASH` drafts one token fewer. File references are to the released wheel
 
 from __future__ import annotations
 
-from dflash_tools.engines._model import (
+from dflash_tools.engine_rules._model import (
     Check,
     EngineRules,
     FormatRule,

@@ -1,6 +1,6 @@
 """Each supported vLLM's engine table lists every place it sizes draft work from the query count.
 
-docs/engines.md renders these rows (generated, kept equal by tests/engines/test_engine_tables.py);
+docs/engines.md renders these rows (generated, kept equal by tests/engine_rules/test_engine_tables.py);
 docs/tier-vllm.md points at them.
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from dflash_tools.engines import get_rules, vllm_plugin_versions
+from dflash_tools.engine_rules import get_rules, vllm_plugin_versions
 
 WHAT = ("lookahead", "budget", "query positions", "CUDA-graph", "warm-up", "convolution", "compile")
 

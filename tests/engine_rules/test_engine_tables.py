@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from dflash_tools.engines import ENGINE_RULES, get_rules, latest, vllm_plugin_versions
-from dflash_tools.engines import docs as engine_docs
-from dflash_tools.engines.sglang_0_5_23 import derived_target_layer_ids
+from dflash_tools.engine_rules import ENGINE_RULES, get_rules, latest, vllm_plugin_versions
+from dflash_tools.engine_rules import docs as engine_docs
+from dflash_tools.engine_rules.sglang_0_5_23 import derived_target_layer_ids
 from dflash_tools.serving.launch import LaunchSettings
 
 SETTING_FIELDS = [name for name in LaunchSettings.__dataclass_fields__ if name != "draft_decode_context_parallel_size"]

@@ -1,6 +1,6 @@
 """The reference engine end to end on tiny real checkpoints (CPU).
 
-Two kinds of pairs, both written by `dflash_tools.engine.demo`:
+Two kinds of pairs, both written by `dflash_tools.testing.demos.engine_demo`:
 - exact (noise 0): the target walks a planted permutation and the drafts copy the anchor, so the
   acceptance of every step is known in advance (see the demo module's docstring);
 - noisy: random weights on top, for token identity under partial acceptance.
@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 
-from dflash_tools.engine import demo
+from dflash_tools.testing.demos import engine_demo as demo
 
 torch = pytest.importorskip("torch")
 
-from dflash_tools.engine import run_request  # noqa: E402
+from dflash_tools.reference_engine import run_request  # noqa: E402
 
 K = 7
 DIALECTS = ("zlab-dflash", "zlab-dflash2", "speculators-dflash", "speculators-dflash2")
@@ -279,7 +279,7 @@ def test_bundled_demo_runs_from_example_sources() -> None:
 
 
 def test_grouped_conv_stays_inside_the_block() -> None:
-    from dflash_tools.engine.draft import grouped_conv
+    from dflash_tools.reference_engine.draft import grouped_conv
 
     rows = torch.arange(1.0, 13.0).view(3, 4)  # Q = 3 rows, H = 4
     base = torch.tensor([[1.0, 1.0, 1.0, 1.0], [10.0, 10.0, 10.0, 10.0]])  # 2 taps
@@ -297,9 +297,9 @@ def test_grouped_conv_stays_inside_the_block() -> None:
 
 
 def _draft_model(folder: Path, target_folder: Path, **overrides: Any) -> Any:
-    from dflash_tools.engine.draft import DraftModel
-    from dflash_tools.engine.target import BuiltinTarget
-    from dflash_tools.engine.weights import load_draft
+    from dflash_tools.reference_engine.draft import DraftModel
+    from dflash_tools.reference_engine.target import BuiltinTarget
+    from dflash_tools.reference_engine.weights import load_draft
 
     checkpoint = load_draft(str(folder), overrides=overrides)
     target = BuiltinTarget(target_folder, device=torch.device("cpu"), dtype=torch.float32)
@@ -330,8 +330,8 @@ def test_causal_layers_do_not_see_later_block_rows(pairs: dict[str, Any]) -> Non
 
 def test_layer_attention_per_dialect() -> None:
     from dflash_tools import testing
-    from dflash_tools.engine.draft import LayerAttention, layer_attention
     from dflash_tools.inspect import describe
+    from dflash_tools.reference_engine.draft import LayerAttention, layer_attention
 
     spec = replace(testing.TINY, layer_types=("sliding_attention", "full_attention"), sliding_window=64)
     sliding_causal, sliding_open, full = (
@@ -380,7 +380,7 @@ def test_sliding_window_limits_the_context(pairs: dict[str, Any]) -> None:
 
 
 def test_served_key_mask_known_answers() -> None:
-    from dflash_tools.engine.draft import LayerAttention, served_key_mask
+    from dflash_tools.reference_engine.draft import LayerAttention, served_key_mask
 
     # Context 0..5, block 6..8, window 3 (docs/sliding-window.md): each row's window is its own.
     queries, keys = torch.arange(6, 9), torch.arange(9)
@@ -416,7 +416,7 @@ def test_each_block_row_windows_from_its_own_position(pairs: dict[str, Any]) -> 
 
 def test_builtin_target_matches_transformers(pairs: dict[str, Any]) -> None:
     pytest.importorskip("transformers")
-    from dflash_tools.engine.target import BuiltinTarget, TransformersTarget
+    from dflash_tools.reference_engine.target import BuiltinTarget, TransformersTarget
 
     cpu, f32 = torch.device("cpu"), torch.float32
     builtin = BuiltinTarget(pairs["noisy_target"], device=cpu, dtype=f32)
