@@ -39,7 +39,8 @@ from dflash_tools.serving import presets
 from dflash_tools.serving.presets import DraftEntry, Floor
 from dflash_tools.serving.vllm_capability import detect_vllm, engine_available, resolve_engine
 from dflash_tools.smoke import report, sweep
-from dflash_tools.smoke.plan import DraftPlan, RunPlan, SmokeOptions, SmokePlan, plan_draft, resolve_plan
+from dflash_tools.smoke.options import Runtime, SmokeOptions
+from dflash_tools.smoke.plan import DraftPlan, RunPlan, SmokePlan, plan_draft, resolve_plan
 from dflash_tools.smoke.runner import CHILD_COMMAND_ENV, execute_plan, execute_references
 
 CPU_INSTALL_HINT = (
@@ -147,7 +148,7 @@ def run(
             or (loaded_preset.num_speculative_tokens if loaded_preset and not k_values else None),
             k_values=k_values if k_values and len(k_values) > 1 else None,
             prefix_caching_check=prefix_caching_check,
-            engine=chosen_engine,
+            engine=Runtime(chosen_engine),
             device=device,
             dtype=dtype,
             max_tokens=max_tokens or (loaded_preset.max_tokens if loaded_preset and loaded_preset.max_tokens else 128),
@@ -351,8 +352,8 @@ def _server_mode(
         draft_plan.refusal = None
         draft_plan.refusal_kind = None
     draft_plan.runs = [run]
-    options.engine = "vllm-server"
-    plan = SmokePlan("vllm-server", options.target, target_spec, None, [draft_plan], options)
+    options.engine = Runtime.VLLM_SERVER
+    plan = SmokePlan(Runtime.VLLM_SERVER, options.target, target_spec, None, [draft_plan], options)
     document = report.build_document(
         plan,
         {run.slug: result},

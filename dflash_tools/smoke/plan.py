@@ -37,55 +37,12 @@ from dflash_tools.inspect import InspectReport, inspect_loaded
 from dflash_tools.reading.source import load_checkpoint
 from dflash_tools.serving.presets import SANITY_FLOOR, DraftEntry, Floor
 from dflash_tools.serving.vllm_capability import VllmCapability
+from dflash_tools.smoke.options import SmokeOptions
 from dflash_tools.vllm_plugin.fingerprints import SUPPORTED_VERSIONS
 from dflash_tools.vllm_plugin.markers import ENTRY_POINT_NAME, REQUIRE_ENV
 
 V2_ENV = "VLLM_USE_V2_MODEL_RUNNER"
 ADDITIONAL_CONFIG_KEY = "dflash_tools"
-
-
-@dataclass
-class SmokeOptions:
-    """Everything the command line (or a preset) says about one smoke test."""
-
-    target: str | None
-    drafts: list[DraftEntry]
-    prompts: list[str]
-    prompts_source: str = ""
-    prompt_token_ids: list[list[int]] | None = None
-    num_speculative_tokens: int | None = None
-    engine: str = "vllm"  # already resolved from "auto"
-    device: str | None = None
-    dtype: str | None = None
-    max_tokens: int = 128
-    baseline: bool = True
-    compare_layouts: bool = False
-    force: bool = False
-    engine_args: dict[str, Any] = field(default_factory=dict)
-    env: dict[str, str] = field(default_factory=dict)
-    seed: int = 0
-    revision: str | None = None
-    target_revision: str | None = None
-    token: str | None = None
-    hub_timeout: float | None = 10.0
-    chat: bool = False
-    enable_thinking: bool = False
-    floor: Floor | None = None
-    inherited_env: Mapping[str, str] = field(default_factory=dict)
-    # `-k 3,5,7` / `-k 3-7`: run each K (two or more values; one value is num_speculative_tokens).
-    k_values: list[int] | None = None
-    # Greedy identity with vLLM's prefix caching on and off; None: on for the vLLM engine.
-    prefix_caching_check: bool | None = None
-
-    @property
-    def sweep(self) -> bool:
-        return bool(self.k_values) and len(self.k_values or []) > 1
-
-    @property
-    def checks_prefix_caching(self) -> bool:
-        if self.engine != "vllm":
-            return False
-        return self.prefix_caching_check if self.prefix_caching_check is not None else True
 
 
 @dataclass

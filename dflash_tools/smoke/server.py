@@ -20,8 +20,9 @@ from typing import Any
 from dflash_tools import smoke_contract as contract
 from dflash_tools.errors import OperationError, SourceError, UsageError
 from dflash_tools.smoke.metrics import MetricsError, SpecDecodeCounters, counters_from_prometheus
+from dflash_tools.smoke.options import Runtime
 
-ENGINE = "vllm-server"
+ENGINE = Runtime.VLLM_SERVER.value
 
 
 @dataclass

@@ -18,7 +18,8 @@ from dflash_tools.draft.target import load_target
 from dflash_tools.errors import UsageError
 from dflash_tools.serving.presets import SANITY_FLOOR, DraftEntry, Floor
 from dflash_tools.serving.vllm_capability import VllmCapability
-from dflash_tools.smoke.plan import DraftPlan, SmokeOptions, resolve_plan, vllm_sample_from_anchor
+from dflash_tools.smoke.options import SmokeOptions
+from dflash_tools.smoke.plan import DraftPlan, resolve_plan, vllm_sample_from_anchor
 
 
 def capability(support: str, *, registered: bool = True, version: str | None = None) -> VllmCapability:

@@ -20,7 +20,8 @@ from dflash_tools import smoke_contract as contract
 from dflash_tools import testing
 from dflash_tools.draft.target import load_target
 from dflash_tools.serving.presets import DraftEntry
-from dflash_tools.smoke.plan import SmokeOptions, resolve_plan
+from dflash_tools.smoke.options import SmokeOptions
+from dflash_tools.smoke.plan import resolve_plan
 from dflash_tools.smoke.runner import CHILD_COMMAND_ENV, RunFiles, run_child
 from dflash_tools.smoke.vllm_engine import build_overlay, set_dotted
 

@@ -25,7 +25,8 @@ from dflash_tools.draft.target import load_target
 from dflash_tools.errors import UsageError
 from dflash_tools.serving.presets import DraftEntry, Floor
 from dflash_tools.smoke import report, sweep
-from dflash_tools.smoke.plan import SmokeOptions, resolve_plan
+from dflash_tools.smoke.options import SmokeOptions
+from dflash_tools.smoke.plan import resolve_plan
 
 runner = CliRunner()
 

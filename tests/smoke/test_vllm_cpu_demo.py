@@ -20,7 +20,8 @@ from dflash_tools.inspect import inspect_checkpoint
 from dflash_tools.serving.presets import DraftEntry
 from dflash_tools.serving.vllm_capability import VllmCapability
 from dflash_tools.smoke import cross_check
-from dflash_tools.smoke.plan import CPU_ENGINE_ARGS, SmokeOptions, resolve_plan
+from dflash_tools.smoke.options import SmokeOptions
+from dflash_tools.smoke.plan import CPU_ENGINE_ARGS, resolve_plan
 from dflash_tools.smoke.report import build_document
 from dflash_tools.testing.demos import vllm_cpu_demo as demo
 from tests.conftest import assert_bundle_is
