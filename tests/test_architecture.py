@@ -32,7 +32,7 @@ ALLOWED: dict[str, set[str]] = {
     "dialects": {"draft"},
     "inspect": {"dialects", "draft", "reading"},
     "convert": {"inspect", "dialects", "draft", "reading", "files", "engine_rules", "serving"},
-    "testing": {"reading"},
+    "testing": {"reading", "reference_engine"},
     "engine_rules": set(),
     "vllm_plugin": {"engine_rules"},
     "serving": {"engine_rules", "inspect", "dialects", "draft", "reading", "vllm_plugin"},

@@ -5,10 +5,12 @@ the way each dialect's own tools write them; tensor tables are spelled out here 
 `dflash_tools.draft.tensors`, so the checker is tested against an independent statement of the layout.
 Files are sparse by default: a 60 GB checkpoint costs no disk.
 
-`demos/` writes the tiny target and drafts of the no-network CPU demos (numpy only).
+`demos/` writes the tiny target and drafts of the no-network CPU demos: planted ones (numpy only)
+and the bundled trained ones (torch, inside functions).
 
-Imports: `reading` only (`safetensors_header` to encode headers, `local` for the examples folder);
-`python -m dflash_tools.testing` regenerates the bundled examples.
+Imports: `reading` (`safetensors_header` to encode headers, `local` for the examples folder);
+`demos/` also `reference_engine` (its arithmetic to train the demo drafts, its engine to measure
+them). `python -m dflash_tools.testing` regenerates the bundled examples.
 """
 
 from __future__ import annotations

@@ -17,7 +17,12 @@ from typing import Any
 
 import pytest
 
+from dflash_tools.testing.demos import bundle as bundles
+from tests.smoke.test_trained_demo_ab import assert_falls_with_position
+
 pytestmark = pytest.mark.real_vllm_cpu
+
+FLIPPED_MAX, WRONG_TAPS_MAX = 0.60, 0.70
 
 
 @pytest.fixture(autouse=True)
@@ -61,19 +66,18 @@ def test_the_bundled_bonus_anchor_pair_passes_sweeps_k_and_keeps_prefix_caching_
     details = result["engine_details"]
     assert (result["engine"], details["vllm_distribution"], details["vllm_version"]) == ("vllm", "vllm-cpu", "0.32.0")
     assert details["runner"] == "v1" and details["dtype"] == "float32"
-    # vLLM's own counters: 16 prompts x 128 tokens, 8 blind steps each (9 tokens with the prefill's),
-    # then every draft accepted: 119 more tokens take 15 steps of 8 at K = 7 and 30 steps of 4 at
-    # K = 3 (the last one cut at 128).
-    assert result["num_drafts"] == 16 * (8 + 15) == 368 and result["accepted_per_position"] == [16 * 15] * 7
-    assert result["mean_acceptance_length"] == pytest.approx(1 + 1680 / 368)
-    assert three["result"]["num_drafts"] == 16 * (8 + 30) and three["result"]["accepted_per_position"] == [480] * 3
+    # vLLM's own counters for the trained draft: acceptance falls with the position, as a trained
+    # draft's does, and the mean acceptance length is 1 + the sum of the rates.
+    rates = result["acceptance_rate_per_position"]
+    assert_falls_with_position(rates)
+    assert result["mean_acceptance_length"] == pytest.approx(1 + sum(rates))
+    assert three["result"]["acceptance_rate_per_position"][0] >= 0.4
     assert result["query_positions_per_step"] == [8]  # observed in vLLM's drafter: K + 1
     assert three["result"]["query_positions_per_step"] == [4]
     for run in (three, seven):
         assert run["token_identity"]["token_identical"] is True  # against the target served alone by vLLM
         check = run["cross_check"]
-        assert check["ok"] and check["agrees"] and check["tokens_identical"]
-        assert check["acceptance_rate_per_position"]["vllm"] == check["acceptance_rate_per_position"]["torch"]
+        assert check["ok"] and check["agrees"] and check["tokens_identical"], check
 
     # Prefix caching, on the largest K only: identical greedy tokens on and off, and the continuation
     # pass really reused blocks cached while speculating.
@@ -98,8 +102,8 @@ def test_the_bundled_bonus_anchor_pair_passes_sweeps_k_and_keeps_prefix_caching_
     assert sweep["prediction"]["model"]["reference_k"] == 7 and result["draft_time_s"] > 0
     assert rows[7]["predicted_speedup"] == pytest.approx(rows[7]["speedup"])
     assert rows[3]["speedup"] is not None and rows[3]["predicted_speedup"] is not None
-    # From the K = 7 rates (240 / 368 at each position): 1 + 3 x 240 / 368.
-    assert rows[3]["predicted_mean_acceptance_length"] == pytest.approx(1 + 3 * 240 / 368)
+    # From the K = 7 rates: 1 + the first three.
+    assert rows[3]["predicted_mean_acceptance_length"] == pytest.approx(1 + sum(rates[:3]))
     best = sweep["best_measured"]["num_speculative_tokens"]
     assert rows[best]["tokens_per_second"] == max(rows[3]["tokens_per_second"], rows[7]["tokens_per_second"])
 
@@ -134,15 +138,34 @@ def test_compare_layouts_fails_the_anchor_first_draft_for_what_vllm_did(tmp_path
     reasons = " | ".join(verdict["reasons"])
     assert declared["result"]["ok"] is (plugin == "disabled")
     if declared["result"]["ok"]:
-        # Stock V1 took the draft and ran its bonus layout: observed, and the acceptance collapsed
-        # against the same draft in its declared layout on the reference engine.
+        # Stock V1 took the draft and ran its bonus layout (the flipped one): observed, and the
+        # acceptance lost at least 40% against the same draft in its declared layout on the
+        # reference engine.
         assert "stock V1 served an anchor-first draft in the bonus layout" in reasons
         assert declared["result"]["query_positions_per_step"] == [8]
-        assert declared["result"]["num_accepted_tokens"] == 0
         check = declared["cross_check"]
         assert check["agrees"] is False and check["tokens_identical"] is True
-        assert check["mean_acceptance_length"]["torch"] > 3.0
+        lengths = check["mean_acceptance_length"]
+        assert lengths["vllm"] <= FLIPPED_MAX * lengths["torch"], lengths
         assert draft["layout_comparison_reference"]["outcome"] == "declared"
     else:
         assert reasons.startswith("vLLM refused the anchor-first draft")
         assert "Model Runner V1 does not support: anchor-sampling DFlash drafts" in reasons
+
+
+def test_a_copy_reading_other_target_layers_loses_30_percent_on_vllm(tmp_path: Path) -> None:
+    """The bundled bonus-anchor draft and a copy of it whose `target_layer_ids` are (0, 1) instead
+    of (1, 2), same weights, in one command: vLLM serves both without a word, and the copy keeps
+    at most 70% of the mean acceptance length (vLLM's counters, the torch engine agreeing)."""
+    copy = bundles.wrong_tap_copy(bundles.VLLM_CPU_DEMO.folder / "zlab-dflash", tmp_path / "wrong-taps")
+    _code, document, stderr = smoke(
+        tmp_path, "--engine", "vllm", "--device", "cpu", "-t", "example:vllm-cpu-demo/target",
+        "-d", "example:vllm-cpu-demo/zlab-dflash", "-d", str(copy), "--num-prompts", "4", "--max-tokens", "64",
+        "--no-prefix-caching-check", "--format", "json",
+    )  # fmt: skip
+    declared, wrong = (draft["runs"][0] for draft in document["drafts"])
+    for run in (declared, wrong):
+        assert run["result"]["ok"], stderr[-3000:]
+        assert run["cross_check"]["agrees"] and run["cross_check"]["tokens_identical"], run["cross_check"]
+    ratio = wrong["result"]["mean_acceptance_length"] / declared["result"]["mean_acceptance_length"]
+    assert ratio <= WRONG_TAPS_MAX, (ratio, wrong["result"]["acceptance_rate_per_position"])

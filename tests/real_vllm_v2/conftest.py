@@ -53,6 +53,7 @@ class V2Draft:
 
     name: str
     path: str
+    target: str
     algorithm: str
     sample_from_anchor: bool
     k: int
@@ -60,9 +61,8 @@ class V2Draft:
 
     @property
     def case(self) -> dict[str, Any]:
-        target = vllm_cpu_demo.bundled_demo_dir() / "target"
         return {
-            "target": str(target),
+            "target": self.target,
             "draft": self.path,
             "k": self.k,
             "algorithm": self.algorithm,
@@ -93,13 +93,14 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("real-vllm-v2")
 
 
-def _draft(name: str, path: Path) -> V2Draft:
+def _draft(name: str, path: Path, target: Path) -> V2Draft:
     report = inspect_checkpoint(str(path))
     assert report.description is not None and report.geometry is not None, name
     geometry = report.geometry
     return V2Draft(
         name=name,
         path=str(path),
+        target=str(target),
         algorithm=report.description.algorithm.value,
         sample_from_anchor=geometry.sample_from_anchor,
         k=geometry.num_speculative_tokens,
@@ -109,15 +110,18 @@ def _draft(name: str, path: Path) -> V2Draft:
 
 @pytest.fixture(scope="session")
 def drafts(workspace: Path) -> dict[str, V2Draft]:
-    """The vllm-cpu-demo DFlash drafts (bundled) and DFlash2 drafts written by its generator."""
-    demo = vllm_cpu_demo.bundled_demo_dir()
+    """The planted vllm-cpu-demo pair (its target, DFlash and DFlash2 drafts in both layouts),
+    written here: the scenario's acceptance is known in advance only for the planted pattern (the
+    bundled pair is trained, docs/cpu-smoke.md)."""
+    demo = vllm_cpu_demo.write_planted_demo(workspace / "planted")
+    target = demo["target"]
     found = {}
     for sample_from_anchor in (False, True):
         name = f"dflash@{layout(sample_from_anchor)}"
-        found[name] = _draft(name, demo / ("zlab-dflash-anchor-first" if sample_from_anchor else "zlab-dflash"))
+        found[name] = _draft(name, demo["zlab-dflash-anchor-first" if sample_from_anchor else "zlab-dflash"], target)
         name = f"dflash2@{layout(sample_from_anchor)}"
         path = vllm_cpu_demo.write_dflash2_draft(workspace / name, sample_from_anchor=sample_from_anchor)
-        found[name] = _draft(name, path)
+        found[name] = _draft(name, path, target)
     return found
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from dflash_tools.testing.demos import bundle as bundles
 from dflash_tools.testing.demos import engine_demo as demo
 
 torch = pytest.importorskip("torch")
@@ -259,7 +260,8 @@ def test_wrong_mask_token_collapses_acceptance_but_not_the_output(pairs: dict[st
 
 
 def test_bundled_demo_runs_from_example_sources() -> None:
-    prompts = demo.demo_prompts(2, 8)
+    """The trained bundle, named as a user names it: two default prompts, what its target answers."""
+    prompts = bundles.prompt_ids(bundles.ENGINE_DEMO, 2)
     result = run(
         make_request(
             "example:engine-demo/target",

@@ -1,4 +1,8 @@
-"""The demo checkpoints and the engine package's import hygiene (no torch needed)."""
+"""The engine demo's checkpoints and the engine package's import hygiene (no torch needed).
+
+The bundled pair is trained (tests/reference_engine/test_trained_demos.py checks it against its
+manifest); the planted pair, written where a test runs, is checked here.
+"""
 
 from __future__ import annotations
 
@@ -12,11 +16,14 @@ import pytest
 from dflash_tools.inspect import inspect_checkpoint
 from dflash_tools.testing.demos import checkpoints as demo_checkpoints
 from dflash_tools.testing.demos import engine_demo as demo
-from tests.conftest import assert_bundle_is
 
 
-def test_bundled_demo_is_what_write_demo_writes(tmp_path: Path) -> None:
-    assert_bundle_is(demo.bundled_demo_dir(), demo.write_demo(tmp_path), max_bytes=1_000_000)
+def test_the_planted_demo_is_deterministic(tmp_path: Path) -> None:
+    first, second = demo.write_planted_demo(tmp_path / "a"), demo.write_planted_demo(tmp_path / "b")
+    assert sorted(first) == sorted(second) == sorted(["target", *demo.DEMO_DRAFTS])
+    for name, folder in first.items():
+        for file in sorted(folder.iterdir()):
+            assert file.read_bytes() == (second[name] / file.name).read_bytes(), f"{name}/{file.name}"
 
 
 def test_engine_import_does_not_import_torch() -> None:
@@ -45,12 +52,21 @@ def test_pattern_head_prefers_the_successor_by_alpha() -> None:
 
 
 @pytest.mark.parametrize("name", sorted(demo.DEMO_DRAFTS))
-def test_bundled_demo_drafts_inspect_clean_against_the_target(name: str) -> None:
-    folder = demo.bundled_demo_dir()
+@pytest.mark.parametrize("pair", ["bundled", "planted"])
+def test_demo_drafts_inspect_clean_against_their_target(tmp_path: Path, name: str, pair: str) -> None:
+    folder = demo.bundled_demo_dir() if pair == "bundled" else demo.write_planted_demo(tmp_path)["target"].parent
     report = inspect_checkpoint(str(folder / name), target=str(folder / "target"))
     errors = [f for f in report.findings if f.severity.value == "error"]
     assert errors == []
     assert report.geometry is not None and report.geometry.max_speculative_tokens == 7
+    assert report.geometry.sample_from_anchor is demo.DEMO_DRAFTS[name][2]
+
+
+def test_demo_prompts_are_the_ends_of_the_default_prompts() -> None:
+    prompts = demo.demo_prompts(3, 10)
+    assert [len(p) for p in prompts] == [10, 10, 10]
+    assert "".join(map(chr, prompts[0])) == "p by step."
+    assert all(0 <= t < demo.PATTERN.eos_token_id for p in prompts for t in p)
 
 
 def test_bf16_rounding_is_nearest_even() -> None:

@@ -1,5 +1,5 @@
-"""The vllm-cpu-demo's DFlash2 drafts (`vllm_cpu_demo.write_dflash2_draft`), which the V2 tier
-runs through vLLM's DFlash2Speculator: what they declare, and the construction they rely on."""
+"""The planted vllm-cpu-demo pair's DFlash2 drafts (`vllm_cpu_demo.write_dflash2_draft`), which the
+V2 tier runs through vLLM's DFlash2Speculator: what they declare, and the construction they rely on."""
 
 from __future__ import annotations
 
@@ -45,11 +45,12 @@ def test_reference_engine_accepts_dflash2_drafts_in_their_own_layout(tmp_path: P
     pytest.importorskip("torch")
     from dflash_tools.reference_engine import run_request
 
+    target = demo.write_planted_demo(tmp_path / "planted")["target"]
     for layout, sample_from_anchor in LAYOUTS.items():
         draft = demo.write_dflash2_draft(tmp_path / layout, sample_from_anchor=sample_from_anchor)
         result = run_request(
             {
-                "schema_version": 1, "engine": "torch", "target": str(demo.bundled_demo_dir() / "target"),
+                "schema_version": 1, "engine": "torch", "target": str(target),
                 "draft": str(draft), "algorithm": "dflash2", "num_speculative_tokens": 7,
                 "block_size": 7 if sample_from_anchor else 8, "sample_from_anchor": sample_from_anchor,
                 "num_query_tokens": 7 if sample_from_anchor else 8, "prompts": [],

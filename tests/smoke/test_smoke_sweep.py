@@ -27,6 +27,7 @@ from dflash_tools.serving.presets import DraftEntry, Floor
 from dflash_tools.smoke import report, sweep
 from dflash_tools.smoke.options import SmokeOptions
 from dflash_tools.smoke.plan import resolve_plan
+from dflash_tools.testing.demos import engine_demo
 
 runner = CliRunner()
 
@@ -338,11 +339,13 @@ def test_a_check_that_could_not_run_is_a_warning(tmp_path: Path) -> None:
 
 def test_a_sweep_through_the_torch_engine_names_a_best_k(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("torch")
+    # The planted engine-demo pair (the bundled one is trained): its acceptance is known in advance.
+    planted = engine_demo.write_planted_demo(tmp_path / "planted")
     outcome = runner.invoke(
         app,
         [
             "smoke-test", "--engine", "torch", "--device", "cpu", "-k", "1,3",
-            "-t", "example:engine-demo/target", "-d", "example:engine-demo/zlab-dflash",
+            "-t", str(planted["target"]), "-d", str(planted["zlab-dflash"]),
             "--num-prompts", "1", "--max-tokens", "24", "--output-dir", str(tmp_path / "work"), "--json",
         ],
     )  # fmt: skip
@@ -350,7 +353,7 @@ def test_a_sweep_through_the_torch_engine_names_a_best_k(tmp_path: Path, monkeyp
     assert outcome.exit_code == 0, document["drafts"][0]["verdict"]
     (draft,) = document["drafts"]
     assert [run["num_speculative_tokens"] for run in draft["runs"]] == [1, 3]
-    # The demo's plain DFlash draft gets position 0 right and nothing after (reference-engine.md).
+    # The planted plain DFlash draft gets position 0 right and nothing after (engine_demo.py).
     for run in draft["runs"]:
         assert run["result"]["acceptance_rate_per_position"][0] == 1.0
         assert run["result"]["draft_time_s"] > 0

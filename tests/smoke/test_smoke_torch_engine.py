@@ -1,8 +1,9 @@
 """End to end through the real child process with the torch reference engine (CPU, no GPU).
 
-The drafts and target are the reference engine's tiny demo pair (dflash_tools.testing.demos.engine_demo), whose
-acceptance is known in advance: the full pipeline, plan -> request file -> child process ->
-engine -> result file -> verdict, runs for real; only vLLM is absent.
+The drafts and target are the reference engine's planted demo pair (dflash_tools.testing.demos.engine_demo,
+written here), whose acceptance is known in advance: the full pipeline, plan -> request file ->
+child process -> engine -> result file -> verdict, runs for real; only vLLM is absent. The
+trained bundled pair's A/B is in test_trained_demo_ab.py.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ runner = CliRunner()
 
 
 def test_dflash2_in_both_layouts_on_cpu(tmp_path: Path) -> None:
-    written = demo.write_demo(tmp_path / "demo")
+    written = demo.write_planted_demo(tmp_path / "demo")
     prompts = tmp_path / "prompts.jsonl"
     prompts.write_text(
         "".join(json.dumps({"prompt_token_ids": p}) + "\n" for p in demo.demo_prompts(1)), encoding="utf-8"

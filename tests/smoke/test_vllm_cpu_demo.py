@@ -1,6 +1,9 @@
 """The `vllm-cpu-demo` bundle, the CPU smoke-test plan, and what it says without vLLM (no vLLM here).
 
-The end-to-end runs through real vLLM are in tests/real_vllm_cpu (marker real_vllm_cpu).
+The bundled pair is trained (its manifest: tests/reference_engine/test_trained_demos.py; its A/B:
+tests/smoke/test_trained_demo_ab.py); the planted pair of the same shape, written where a test
+runs, keeps the construction's exact answers. The end-to-end runs through real vLLM are in
+tests/real_vllm_cpu (marker real_vllm_cpu).
 """
 
 from __future__ import annotations
@@ -24,7 +27,6 @@ from dflash_tools.smoke.options import SmokeOptions
 from dflash_tools.smoke.plan import CPU_ENGINE_ARGS, resolve_plan
 from dflash_tools.smoke.report import build_document
 from dflash_tools.testing.demos import vllm_cpu_demo as demo
-from tests.conftest import assert_bundle_is
 
 runner = CliRunner()
 DEMO_COMMAND = [
@@ -48,8 +50,11 @@ def cpu_options(draft: str, *, compare_layouts: bool = False) -> SmokeOptions:
     )
 
 
-def test_bundled_bytes_are_what_the_generator_writes(tmp_path: Path) -> None:
-    assert_bundle_is(demo.bundled_demo_dir(), demo.write_demo(tmp_path), max_bytes=3_000_000)
+def test_the_planted_pair_is_deterministic(tmp_path: Path) -> None:
+    first, second = demo.write_planted_demo(tmp_path / "a"), demo.write_planted_demo(tmp_path / "b")
+    for name, folder in first.items():
+        for file in sorted(folder.iterdir()):
+            assert file.read_bytes() == (second[name] / file.name).read_bytes(), f"{name}/{file.name}"
 
 
 @pytest.mark.parametrize("name", sorted(demo.DEMO_DRAFTS))
@@ -169,13 +174,13 @@ def test_report_names_the_silent_layout_change_and_the_slow_draft() -> None:
 
 
 @pytest.mark.parametrize("name", sorted(demo.DEMO_DRAFTS))
-def test_reference_engine_gets_the_constructed_acceptance_and_the_collapse(name: str) -> None:
-    """Own layout: 8 blind steps (the last L + 1 tokens do not walk one cycle yet), then every
-    draft accepted; other layout: every proposal one step off, nothing accepted."""
+def test_reference_engine_gets_the_constructed_acceptance_and_the_collapse(tmp_path: Path, name: str) -> None:
+    """The planted pair. Own layout: 8 blind steps (the last L + 1 tokens do not walk one cycle
+    yet), then every draft accepted; other layout: every proposal one step off, nothing accepted."""
     pytest.importorskip("torch")
     from dflash_tools.reference_engine import run_request
 
-    folder = demo.bundled_demo_dir()
+    folder = demo.write_planted_demo(tmp_path)["target"].parent
     declared = demo.DEMO_DRAFTS[name]
     outcomes = {}
     for sample_from_anchor in (declared, not declared):

@@ -1,7 +1,11 @@
-"""Tiny real target + draft checkpoints with a planted pattern, for the no-network demo and tests.
+"""The engine demo's shape, and a planted-pattern target + drafts for the tests that need exact answers.
 
 numpy only (no torch): the files are ordinary checkpoints, a Hugging Face Qwen3 target folder and
 draft folders in any supported dialect, that the reference engine, transformers or vLLM can load.
+
+The bundled `example:engine-demo` pair has this module's shape (`PATTERN`'s dimensions,
+`draft_spec`, `target_config`) but is trained, not planted (`bundle.py`, `training.py`). The
+planted pair below is written where a test runs, for the answers it knows in advance.
 
 The pattern: the target's vocabulary is split into cycles of a permutation T (a few fixed points,
 then cycles of length 2..8), and the target's greedy continuation of token t is T(t). Each token's
@@ -23,7 +27,7 @@ anchor's normalized embedding and the shared head proposes T(anchor) at every po
   walks the cycle backwards: 0 accepted on cycles longer than 2.
 
 `noise > 0` adds random weights everywhere (a target that mostly follows the pattern, drafts that
-mostly copy), which the bundled demo and the token-identity tests use.
+mostly copy), which the token-identity tests use.
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ import numpy as np
 
 from dflash_tools import testing
 from dflash_tools.reading.local import examples_dir
-from dflash_tools.testing.demos import checkpoints
+from dflash_tools.testing.demos import checkpoints, corpus
 from dflash_tools.testing.demos.checkpoints import DemoShape, normal
 
 DEMO_DIR_NAME = "engine-demo"
@@ -331,22 +335,22 @@ def write_draft(
     return checkpoints.write_draft(folder, dialect, dspec, tensors)
 
 
-# name -> (dialect, algorithm, sample_from_anchor)
+# The bundled drafts (trained: `bundle.py`): name -> (dialect, algorithm, sample_from_anchor).
 DEMO_DRAFTS: dict[str, tuple[str, str, bool]] = {
     "zlab-dflash": ("zlab-dflash", "dflash", False),
     "zlab-dflash-anchor-first": ("zlab-dflash", "dflash", True),
     "zlab-dflash2": ("zlab-dflash2", "dflash2", False),
     "zlab-dflash2-anchor-first": ("zlab-dflash2", "dflash2", True),
 }
-# The bundled demo: a target that mostly follows the pattern, drafts that mostly copy.
+# The planted pair with noise: a target that mostly follows the pattern, drafts that mostly copy.
 DEMO_TARGET_NOISE = 0.6
 DEMO_DRAFT_NOISE = 0.1
 
 
-def write_demo(
+def write_planted_demo(
     root: Path, *, target_noise: float = DEMO_TARGET_NOISE, draft_noise: float = DEMO_DRAFT_NOISE
 ) -> dict[str, Path]:
-    """Write `target/` and one folder per entry of DEMO_DRAFTS under `root`; deterministic."""
+    """The planted pair: `target/` and one folder per entry of DEMO_DRAFTS under `root`; deterministic."""
     written = {"target": write_target(root / "target", noise=target_noise)}
     for name, (dialect, algorithm, sfa) in DEMO_DRAFTS.items():
         dspec = draft_spec(algorithm, sample_from_anchor=sfa)
@@ -354,19 +358,14 @@ def write_demo(
     return written
 
 
-def demo_prompts(count: int = 4, length: int = 12, *, seed: int = DEMO_SEED) -> list[list[int]]:
-    """Prompt token ids inside the pattern's vocabulary (never the EOS or mask token)."""
-    rng = np.random.default_rng(seed + 3)
-    limit = PATTERN.vocab_size - 2
-    return [[int(t) for t in rng.integers(0, limit, size=length)] for _ in range(count)]
+def demo_prompts(count: int = 4, length: int = 12) -> list[list[int]]:
+    """Prompt token ids inside the vocabulary (never the EOS or mask token): the last `length`
+    characters of the first `count` default prompts (`corpus.PROMPTS`, what the trained target
+    answers), through the character tokenizer."""
+    if count > len(corpus.PROMPTS):
+        raise ValueError(f"{count} prompts asked, {len(corpus.PROMPTS)} available")
+    return [[ord(c) for c in prompt[-length:]] for prompt in corpus.PROMPTS[:count]]
 
 
 def bundled_demo_dir() -> Path:
     return examples_dir() / DEMO_DIR_NAME
-
-
-if __name__ == "__main__":  # pragma: no cover - maintenance entry point (regenerates the bundle)
-    import sys
-
-    for path in write_demo(Path(sys.argv[1]) if len(sys.argv) > 1 else bundled_demo_dir()).values():
-        print(path)

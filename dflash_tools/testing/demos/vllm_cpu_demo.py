@@ -1,9 +1,13 @@
-"""The `vllm-cpu-demo` pair: a tiny Qwen3 target and DFlash drafts that vLLM's CPU build can serve.
+"""The `vllm-cpu-demo` shape, and a planted pair of the same shape for the tests that need exact answers.
 
 numpy only (no torch). Same shape class as `engine-demo` (a 4-layer Qwen3ForCausalLM target with a
 character tokenizer, z-lab DFlash drafts with K = 7), but head_dim 64, because vLLM's CPU attention
 refuses head_dim 16; weights are float32 so vLLM and the reference engine compute in the same
 dtype from the same bytes.
+
+The bundled `example:vllm-cpu-demo` pair has this shape but is trained (`bundle.py`,
+`training.py`). The planted pair below (target, DFlash and DFlash2 drafts) is written where a test
+runs: the V2 tier (tests/real_vllm_v2) and the construction tests need its exact answers.
 
 The planted pattern: tokens 0..125 form 14 cycles of length L = 9 of a permutation T, and the
 target's greedy continuation of t is T(t) (its head scores s by `alpha * <own(T^-1(s)), own(t)> +
@@ -24,8 +28,8 @@ Served in its own layout, each draft proposes T^j(anchor) at position j once the
 walk one cycle; served in the other layout every proposal is one step off: acceptance collapses.
 That is what `--compare-layouts` must see, and what stock V1 does to the anchor-first draft.
 
-`python -m dflash_tools.testing.demos.vllm_cpu_demo [FOLDER]` regenerates the bundle; the test suite
-checks that the bundled bytes are what this module writes.
+`write_planted_demo(FOLDER)` writes the planted target and DFlash drafts; deterministic (same bytes
+every time).
 """
 
 from __future__ import annotations
@@ -356,12 +360,12 @@ def write_dflash2_draft(
     return checkpoints.write_draft(folder, "zlab-dflash2", dspec, tensors, config=config)
 
 
-# name -> sample_from_anchor
+# The bundled drafts (trained: `bundle.py`): name -> sample_from_anchor.
 DEMO_DRAFTS: dict[str, bool] = {"zlab-dflash": False, "zlab-dflash-anchor-first": True}
 
 
-def write_demo(root: Path, spec: CpuDemoSpec = SPEC) -> dict[str, Path]:
-    """`target/` and one folder per draft under `root`; deterministic (same bytes every time)."""
+def write_planted_demo(root: Path, spec: CpuDemoSpec = SPEC) -> dict[str, Path]:
+    """The planted pair: `target/` and one folder per draft under `root`; deterministic."""
     written = {"target": write_target(root / "target", spec)}
     for name, sample_from_anchor in DEMO_DRAFTS.items():
         written[name] = write_draft(root / name, sample_from_anchor=sample_from_anchor, spec=spec)
@@ -370,10 +374,3 @@ def write_demo(root: Path, spec: CpuDemoSpec = SPEC) -> dict[str, Path]:
 
 def bundled_demo_dir() -> Path:
     return examples_dir() / DEMO_DIR_NAME
-
-
-if __name__ == "__main__":  # pragma: no cover - maintenance entry point (regenerates the bundle)
-    import sys
-
-    for path in write_demo(Path(sys.argv[1]) if len(sys.argv) > 1 else bundled_demo_dir()).values():
-        print(path)
