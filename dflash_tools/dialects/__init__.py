@@ -111,7 +111,7 @@ def detect(config: dict[str, Any]) -> Dialect | None:
 
 def module_for(dialect: Dialect) -> DialectModule:
     for module in _MODULES:
-        if module.SPEC is dialect.spec:
+        if module.SPEC.family == dialect.family:
             return module
     raise KeyError(dialect.value)  # pragma: no cover - every dialect belongs to a registered spec
 

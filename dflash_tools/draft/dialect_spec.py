@@ -126,8 +126,13 @@ class Dialect:
     def __str__(self) -> str:
         return self.value
 
+    def __deepcopy__(self, memo: dict[int, object]) -> Dialect:
+        # A declared constant: copies of a description share it (and its spec).
+        return self
 
-@dataclass(frozen=True)
+
+# Compared by identity: there is one spec per format, declared in its dialect module.
+@dataclass(frozen=True, eq=False)
 class DialectSpec:
     """Everything the rest of dflash-tools needs to know about one config format.
 
@@ -168,8 +173,8 @@ class DialectSpec:
             # Each Dialect is built inside its spec's declaration and belongs to that spec only.
             object.__setattr__(dialect, "spec", self)
 
-    def dialect(self, value: str) -> Dialect:
-        return next(d for d in self.dialects if d.value == value)
+    def __deepcopy__(self, memo: dict[int, object]) -> DialectSpec:
+        return self
 
     def unread_hint(self, algorithm: Algorithm | str | None) -> str:
         """The hint of DFT070 when an engine reads no config of this format."""
