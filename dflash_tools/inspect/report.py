@@ -177,7 +177,7 @@ def inspect_loaded(
         if detected is not None:
             # The table of engine-read keys owns type/range findings; a reader's own DFT006 for
             # the same key is the same news.
-            table_findings = check_config_keys(loaded.config, detected.family)
+            table_findings = check_config_keys(loaded.config, detected.spec)
             covered = covered_paths(table_findings)
             read_findings = [f for f in read_findings if not (f.code == "DFT006" and set(f.keys) & covered)]
             findings.extend(table_findings)
