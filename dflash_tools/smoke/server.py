@@ -31,7 +31,7 @@ from dflash_tools.smoke import acceptance
 from dflash_tools.smoke.metrics import MetricsError, SpecDecodeCounters, counters_from_prometheus
 from dflash_tools.smoke.options import Runtime
 from dflash_tools.smoke.protocols import Protocol, greedy
-from dflash_tools.smoke.server_http import ServerClient, one_line
+from dflash_tools.smoke.server_http import LIST_ANSWER_BYTES, ServerClient, one_line
 
 ENGINE = Runtime.VLLM_SERVER.value
 ENGINES = ("auto", "vllm", "sglang")
@@ -117,7 +117,7 @@ def detect_engine(client: ServerClient) -> Detected:
        answers vLLM's `{"version": ...}` (404 on SGLang).
     3. `/metrics` families: `sglang:*` or `vllm:*`.
     """
-    status, document = client.probe_json("/v1/models")
+    status, document = client.probe_json("/v1/models", limit=LIST_ANSWER_BYTES)
     if status in (401, 403):
         raise client.status_error(f"{client.base}/v1/models", status, b"")
     listed = listed_models(document) if status == 200 else None

@@ -174,9 +174,9 @@ class ServerClient:
         reply = self.request(path, limit=limit, payload=payload, generation=True)
         return self.parse_json(reply, values=COMPLETION_BASE_VALUES + COMPLETION_VALUES_PER_TOKEN * max_tokens)
 
-    def probe_json(self, path: str) -> tuple[int, Any]:
+    def probe_json(self, path: str, *, limit: int = SMALL_ANSWER_BYTES) -> tuple[int, Any]:
         """(status, the JSON body or None) of a GET that may fail: engine detection."""
-        reply = self.request(path, limit=SMALL_ANSWER_BYTES, accept_errors=True)
+        reply = self.request(path, limit=limit, accept_errors=True)
         if reply.status != 200:
             return reply.status, None
         try:
@@ -226,9 +226,8 @@ class ServerClient:
             if self.clock.remaining() <= 0.05:
                 return self._run_timeout(endpoint, exc.phase)
             arrived = f", {exc.received} bytes had arrived" if exc.received else ""
-            what = "sent nothing more" if exc.phase == "reading the answer" and exc.received else "did not answer"
             return SourceError(
-                f"{endpoint}: the server {what} within {exc.seconds:g}s ({exc.phase}{arrived})",
+                f"{endpoint}: the server sent no complete answer within {exc.seconds:g}s ({exc.phase}{arrived})",
                 "is the server overloaded or stuck? pass a larger --timeout to wait longer",
             )
         if isinstance(exc, HttpUnreachable):
