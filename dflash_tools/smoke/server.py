@@ -56,11 +56,19 @@ class ServerOptions:
     engine: str = "auto"  # "auto" (detected), "vllm" or "sglang"
     # The sampling protocol (smoke.protocols); None: greedy with `chat` and `enable_thinking` above.
     protocol: Protocol | None = None
+    # Warm-up prompts (the protocol's `warmup` requests, not measured); None: the first prompts again.
+    warmup_prompts: list[str] | list[list[int]] | None = None
     # Facts about where the prompts come from (smoke.datasets `DatasetPrompts.to_dict()`), reported as given.
     dataset: dict[str, Any] | None = None
 
     def resolved_protocol(self) -> Protocol:
         return self.protocol or greedy(chat=self.chat, enable_thinking=self.enable_thinking)
+
+    def warmup(self) -> list[Any]:
+        """The prompts of the protocol's warm-up requests."""
+        count = self.resolved_protocol().warmup
+        pool = self.warmup_prompts if self.warmup_prompts is not None else self.prompts
+        return list(pool[:count])
 
 
 @dataclass(frozen=True)
@@ -334,11 +342,9 @@ def vllm_complete(client: ServerClient, options: ServerOptions, model: str, prom
 
 def run_vllm(client: ServerClient, options: ServerOptions, detected: Detected) -> contract.SmokeResult:
     model = pick_model(client, detected, options.model)
-    protocol = options.resolved_protocol()
-    warmup = min(protocol.warmup, len(options.prompts))
     run_all(
         client,
-        list(options.prompts[:warmup]),
+        options.warmup(),
         lambda p: vllm_complete(client, options, model, p, min(64, options.max_tokens)),
         options.concurrency,
     )

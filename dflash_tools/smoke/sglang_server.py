@@ -315,11 +315,9 @@ def run_sglang(client: ServerClient, options: ServerOptions, detected: Detected)
         raise without_speculation(client, "/server_info: speculative_algorithm is null")
     model = pick_model(client, detected, options.model)
     k = info.drafts_per_step if info else None
-    protocol = options.resolved_protocol()
-    warmup = min(protocol.warmup, len(options.prompts))
     run_all(
         client,
-        list(options.prompts[:warmup]),
+        options.warmup(),
         lambda p: complete(client, options, model, p, min(64, options.max_tokens), k),
         options.concurrency,
     )
@@ -337,7 +335,7 @@ def run_sglang(client: ServerClient, options: ServerOptions, detected: Detected)
     tally.add(answers)
     if not tally.requests:
         if info is None:
-            raise without_speculation(client, "no answer carried speculative-decoding statistics (spec_* in meta_info)")
+            raise without_speculation(client, "no answer carried speculative-decoding statistics: no spec_* keys in meta_info")
         raise OperationError(
             f"{client.base}: no answer carried speculative-decoding statistics although /server_info names "
             f"{info.algorithm}",
