@@ -62,7 +62,7 @@ class DatasetSpec:
     config: str | None
     split: str
     field: str  # the column the prompt is built from
-    template: str | None  # "{}" is the field's text; None: the field itself
+    template: str | None  # "{text}" is the field's text ("\\boxed{}" stays as is); None: the field itself
     multi_turn: bool = False
 
     def turns(self, row: Any, where: str) -> list[str]:
@@ -82,15 +82,15 @@ class DatasetSpec:
             return list(value)  # type: ignore[arg-type]
         if not isinstance(value, str) or not value.strip():
             raise UsageError(f"{where}: {self.field!r} is missing or empty", f"check the {self.name} file")
-        return [self.template.replace("{}", value) if self.template else value]
+        return [self.template.replace("{text}", value) if self.template else value]
 
 
 DATASETS: dict[str, DatasetSpec] = {
     spec.name: spec
     for spec in (
-        DatasetSpec("gsm8k", "GSM8K", "openai/gsm8k", "main", "test", "question", "{}" + REASON_STEP_BY_STEP),
+        DatasetSpec("gsm8k", "GSM8K", "openai/gsm8k", "main", "test", "question", "{text}" + REASON_STEP_BY_STEP),
         DatasetSpec(
-            "math500", "MATH-500", "HuggingFaceH4/MATH-500", None, "test", "problem", "{}" + REASON_STEP_BY_STEP
+            "math500", "MATH-500", "HuggingFaceH4/MATH-500", None, "test", "problem", "{text}" + REASON_STEP_BY_STEP
         ),
         DatasetSpec(
             "humaneval",
@@ -99,7 +99,7 @@ DATASETS: dict[str, DatasetSpec] = {
             None,
             "test",
             "prompt",
-            "Write a solution to the following problem and make sure that it passes the tests:\n```python\n{}\n```",
+            "Write a solution to the following problem and make sure that it passes the tests:\n```python\n{text}\n```",
         ),
         DatasetSpec("mbpp", "MBPP", "google-research-datasets/mbpp", "sanitized", "test", "prompt", None),
         DatasetSpec("mt-bench", "MT-Bench", "HuggingFaceH4/mt_bench_prompts", None, "train", "prompt", None, True),

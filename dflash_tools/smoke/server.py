@@ -19,6 +19,7 @@ hostile answer ends in a one-line SourceError, OperationError or UsageError.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
@@ -62,7 +63,9 @@ class ServerOptions:
     dataset: dict[str, Any] | None = None
 
     def resolved_protocol(self) -> Protocol:
-        return self.protocol or greedy(chat=self.chat, enable_thinking=self.enable_thinking)
+        """The protocol as this run applies it: its sampling, with the run's prompts and tokens."""
+        protocol = self.protocol or greedy(chat=self.chat, enable_thinking=self.enable_thinking)
+        return dataclasses.replace(protocol, max_tokens=self.max_tokens, num_prompts=len(self.prompts))
 
     def warmup(self) -> list[Any]:
         """The prompts of the protocol's warm-up requests."""

@@ -335,7 +335,9 @@ def run_sglang(client: ServerClient, options: ServerOptions, detected: Detected)
     tally.add(answers)
     if not tally.requests:
         if info is None:
-            raise without_speculation(client, "no answer carried speculative-decoding statistics: no spec_* keys in meta_info")
+            raise without_speculation(
+                client, "no answer carried speculative-decoding statistics: no spec_* keys in meta_info"
+            )
         raise OperationError(
             f"{client.base}: no answer carried speculative-decoding statistics although /server_info names "
             f"{info.algorithm}",
