@@ -20,6 +20,7 @@ A case ends cleanly when:
 from __future__ import annotations
 
 import json
+import re
 import socket
 import time
 from collections.abc import Callable
@@ -525,7 +526,8 @@ CASES: list[Case] = [
 def table(outcomes: list[Outcome]) -> str:
     rows = ["| case | exit | seconds (bound) | message |", "|---|---|---|---|"]
     for outcome in outcomes:
-        message = outcome.message.replace(KEY, "KEY").replace("|", "\\|") or "a valid result"
+        message = re.sub(r"http://127\.0\.0\.1:\d+", "URL", outcome.message).replace(KEY, "KEY")
+        message = message.replace("|", "\\|") or "a valid result"
         message = message if len(message) <= 140 else message[:137] + "..."
         rows.append(
             f"| {outcome.case.name} | {outcome.exit_code} | {outcome.seconds:.1f} "
