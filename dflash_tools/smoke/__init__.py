@@ -5,8 +5,10 @@
     child.py       `python -m dflash_tools.smoke.child`: dispatch a request to its engine
     vllm_engine.py the vLLM engine (offline LLM API), imported only in the child
     metrics.py     speculative-decoding counters from get_metrics() or Prometheus text
-    server.py      `--server URL`: the same measurement against a running server; which engine
-                   it is (vLLM or SGLang), and vLLM's counters
+    server.py      `--server URL`: the same measurement against a running server; which
+                   engine it is (vLLM or SGLang)
+    server_base.py its options, the answers read strictly, the result it builds
+    vllm_server.py a vLLM server: its /metrics counters around the requests
     sglang_server.py  an SGLang server: per-answer meta_info, /server_info, /metrics
     server_http.py the bounded client every server request goes through (reading.http)
     acceptance.py  the two definitions of acceptance length (vLLM's, SGLang's), side by side

@@ -44,7 +44,7 @@ from dflash_tools.errors import OperationError, UsageError
 from dflash_tools.smoke import acceptance
 from dflash_tools.smoke.metrics import MetricsError, SpecDecodeCounters, parse_prometheus_text
 from dflash_tools.smoke.options import Runtime
-from dflash_tools.smoke.server import (
+from dflash_tools.smoke.server_base import (
     Answer,
     Detected,
     ServerOptions,
