@@ -22,6 +22,7 @@ class Runtime(StrEnum):
     VLLM = "vllm"  # vLLM's offline LLM API in a child process
     TORCH = "torch"  # the PyTorch reference engine in a child process
     VLLM_SERVER = "vllm-server"  # a running server, measured over HTTP (--server)
+    SGLANG_SERVER = "sglang-server"  # a running SGLang server, measured over HTTP (--server)
 
 
 @dataclass
