@@ -63,7 +63,7 @@ def serving_of(runtime: VllmRuntime | None, capability: VllmCapability | None) -
 def unavailable_reason(capability: VllmCapability | None) -> str:
     if capability is None:
         return "vLLM was not inspected"
-    if capability.support == "patchable" and not capability.plugin_registered:
+    if capability.plugin_state is PluginState.NOT_REGISTERED:
         return "the dflash-tools plugin is not registered with this vLLM installation"
     return capability.reason
 
