@@ -180,7 +180,7 @@ def render_cross(
         if not non_causal and (layer_types is None or "full_attention" in layer_types):
             warnings.append(
                 "the speculators form has sliding_window_non_causal = false with full-attention layers: "
-                "vLLM 0.33 runs those layers causally (DFT040); serve the z-lab form to keep them bidirectional"
+                "vLLM runs those layers causally (DFT040); serve the z-lab form to keep them bidirectional"
             )
         if target is None:
             warnings.append("no --target: speculators_config.verifier is left empty; pass --target to record it")

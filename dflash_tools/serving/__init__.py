@@ -3,6 +3,12 @@
     engine_model.py     DraftFacts (one draft, as every view needs it) and EngineView
     engine_view.py      `inspect --engine`: one engine table applied to one draft (EngineView),
                         the `--engine` names, and the report with every view (`engines` in JSON)
+    column_steps.py     the steps of that view every engine shares (format, layer ids, mask, layout)
+    sglang_column.py    SGLang's column of the view
+    vllm_column.py      vLLM's column of the view
+    vllm_runtime.py     per vLLM release: the method, why the V2 runner is needed, the launch
+                        environment, the layout overrides (the view and smoke-test both use it)
+    plugin_state.py     PluginState: how one vLLM serves anchor-first drafts, worded per document
     engine_checks.py    the tables' load-time rules (`Check.name`), one function each
     config_reads.py     reading a config key the way an engine does (locations in order)
     launch.py           whole launch lines (argv + environment) for vLLM and SGLang, with the

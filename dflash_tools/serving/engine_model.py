@@ -57,6 +57,9 @@ class DraftFacts:
     draft: str = ""
     draft_revision: str | None = None
     layout_evidence: tuple[str, ...] = ()
+    # The decoder's attention per layer as the dialect reads it (speculators: from
+    # transformer_layer_config), not the config's top level; None when unknown.
+    layer_types: tuple[str, ...] | None = None
 
     @property
     def trained_layout(self) -> Layout | None:
@@ -129,6 +132,9 @@ class DraftFacts:
             draft=draft,
             draft_revision=draft_revision,
             layout_evidence=tuple(e.why for e in desc.layout_evidence) if desc is not None else (),
+            layer_types=tuple(desc.decoder.layer_types)
+            if desc is not None and desc.decoder.layer_types is not None
+            else None,
         )
 
 
@@ -167,7 +173,7 @@ class EngineView:
     mask_token_id_source: str | None = None
     matches_training: bool = False
     launch: Launch | None = None
-    plugin: str | None = None  # vLLM: "not needed", "needed", "active", "native", "missing"
+    plugin: str | None = None  # vLLM: `plugin_state.engine_column_word` ("not needed", "needed", ...)
     installed: bool = False
     findings: list[Finding] = field(default_factory=list)
 

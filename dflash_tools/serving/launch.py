@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -137,7 +138,7 @@ def vllm_launch(
     target: str | None = None,
     draft_revision: str | None = None,
     needs_plugin: bool = False,
-    needs_v2_runner: bool = False,
+    runner_environment: Mapping[str, str] | None = None,
     settings: LaunchSettings | None = None,
 ) -> Launch:
     """vLLM: `vllm serve TARGET --speculative-config JSON`, with `method` always given (a draft
@@ -145,7 +146,8 @@ def vllm_launch(
 
     `needs_plugin`: the draft is anchor-first and only the dflash-tools plugin serves it; the
     plugin then refuses to let vLLM start without its patch, instead of serving it wrong.
-    `needs_v2_runner`: on a release that still has the V1 runner, select V2 explicitly.
+    `runner_environment`: the variables that select the model runner the draft needs
+    (`vllm_runtime.VllmRuntime.environment`: on a release that still has V1, the V2 selector).
     """
     target_name, placeholders = _target(target)
     speculative: dict[str, Any] = {"method": method, "model": draft, "num_speculative_tokens": num_speculative_tokens}
@@ -159,8 +161,5 @@ def vllm_launch(
     environment: dict[str, str] = {}
     if needs_plugin:
         environment[REQUIRE_ENV] = "1"
-    if needs_v2_runner:
-        for flag in rules.flags("env"):
-            name, _, value = flag.name.partition("=")
-            environment[name] = value
+    environment.update(runner_environment or {})
     return Launch(tuple(argv), environment, placeholders)

@@ -1,6 +1,7 @@
 """`smoke-test`: prove drafts on a GPU through vLLM (or the torch reference engine).
 
     plan.py        drafts, target, K, layout, runner, environment -> a launch plan (no GPU)
+    vllm_plan.py   the plan's vLLM side: `serving.vllm_runtime` per run, the child's environment, DFT041
     runner.py      the process boundary: child process, timeout, log, markers
     child.py       `python -m dflash_tools.smoke.child`: dispatch a request to its engine
     vllm_engine.py the vLLM engine (offline LLM API), imported only in the child

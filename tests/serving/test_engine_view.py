@@ -387,7 +387,7 @@ def test_human_view_fits_80_columns() -> None:
 
 
 def test_outcome_ranks_cover_every_outcome() -> None:
-    from dflash_tools.serving.engine_view import RANK
+    from dflash_tools.serving.engine_model import RANK
 
     assert set(RANK) == set(Outcome)
 
