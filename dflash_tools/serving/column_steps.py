@@ -8,6 +8,7 @@ compares what it serves with what the draft was trained with, and records what i
 
 from __future__ import annotations
 
+from dflash_tools.dialects import spec_for_family
 from dflash_tools.engine_rules import Outcome, WhenMissing
 from dflash_tools.findings import Severity
 from dflash_tools.serving.config_reads import as_int, int_list, lookup, num_hidden_layers, source_name
@@ -26,11 +27,15 @@ def format_and_route(view: EngineView, facts: DraftFacts) -> bool:
         return False
     rule = rules.reads_format(facts.family)
     view.reads_format = bool(rule and rule.read)
+    spec = spec_for_family(facts.family)
     if not view.reads_format:
         why = f" ({rule.note})" if rule is not None and rule.note else ""
         reason = f"reads no {facts.family} config{why}"
         view.fail(Outcome.UNSUPPORTED, reason)
-        view.note("DFT070", reason, _format_hint(facts), keys=_FORMAT_MARKERS.get(facts.family, ()))
+        hint = (
+            spec.unread_hint(facts.algorithm) if spec is not None else "serve it with an engine that reads this format"
+        )
+        view.note("DFT070", reason, hint, keys=spec.format_keys if spec is not None else ())
         return False
     route = rules.route(facts.algorithm)
     if route is None:
@@ -39,7 +44,10 @@ def format_and_route(view: EngineView, facts: DraftFacts) -> bool:
         view.note("DFT070", reason, "serve it with another engine", keys=("architectures",))
         return False
     view.path = route.path
-    if facts.family != "speculators" and facts.architecture not in route.architectures:
+    # A format the engine translates when it loads it writes its own architecture: only formats
+    # loaded by their `architectures` are checked against the release's loaders.
+    loaded_by_architecture = spec is None or spec.loaded_by_architecture
+    if loaded_by_architecture and facts.architecture not in route.architectures:
         reason = (
             f"has no loader for architecture {facts.architecture} on its {route.path} path "
             f"(it has: {', '.join(route.architectures)})"
@@ -48,22 +56,6 @@ def format_and_route(view: EngineView, facts: DraftFacts) -> bool:
         view.note("DFT070", reason, "check architectures in config.json", keys=("architectures",))
         return False
     return True
-
-
-_FORMAT_MARKERS = {"speculators": ("speculators_model_type",), "open-spec": ("open_spec_config_version",)}
-
-
-def _format_hint(facts: DraftFacts) -> str:
-    if facts.family == "speculators" and facts.algorithm in ("dflash", "dflash2"):
-        return "convert it to the z-lab form it reads: `dflash-tools convert SRC -o OUT --to zlab`"
-    if facts.family == "speculators":
-        return "serve it with vLLM, which translates speculators DSpark configs"
-    if facts.family == "open-spec":
-        return (
-            "no serving engine reads Open Spec configs, and dflash-tools convert does not translate them: write "
-            "the z-lab form (docs/convert.md)"
-        )
-    return "serve it with an engine that reads this format"
 
 
 def resolve_layer_ids(view: EngineView, facts: DraftFacts) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from dflash_tools.dialects import spec_for_family
 from dflash_tools.serving.config_reads import as_int, lookup, num_hidden_layers
 from dflash_tools.serving.engine_model import DraftFacts, EngineView
 
@@ -186,7 +187,9 @@ def _check_dflash2_keys(view: EngineView, facts: DraftFacts) -> str | None:
         if _dflash2_value(view, facts, key)[1] is None
     ]
     if missing:
-        where = "the top level" if facts.family == "speculators" else "dflash_config"
+        spec = spec_for_family(facts.family or "")
+        scope = spec.keys.algorithm[0] if spec is not None and spec.keys.algorithm else ""
+        where = scope.rstrip(".") or "the top level"
         return f"a DFlash2 draft without {', '.join(missing)} in {where}"
     return None
 

@@ -19,7 +19,7 @@ from dflash_tools.inspect import InspectReport
 from dflash_tools.serving.engine_model import DraftFacts
 from dflash_tools.serving.plugin_state import PluginState, smoke_serving_word
 from dflash_tools.serving.vllm_capability import VllmCapability
-from dflash_tools.serving.vllm_runtime import VllmRuntime, vllm_runtime
+from dflash_tools.serving.vllm_runtime import VllmRuntime, reads_of, vllm_runtime
 from dflash_tools.smoke.options import SmokeOptions
 from dflash_tools.vllm_plugin.markers import ENTRY_POINT_NAME, REQUIRE_ENV
 
@@ -82,14 +82,15 @@ def vllm_findings(
         return []
     findings = []
     layout = layout_name(sample_from_anchor)
-    if desc.dialect.family == "open-spec":
+    format_rule = reads_of(_vllm_release(capability)[0]).reads_format(desc.dialect.family)
+    if format_rule is not None and not format_rule.read:
         findings.append(
             make_finding(
                 "DFT041",
-                f"{source} is an Open Spec config (architecture DflashDraftModel): vLLM has no loader for it",
-                "convert it to the z-lab or speculators form first (`dflash-tools convert`)",
+                f"{source} is a {desc.spec.title} config: vLLM reads none ({format_rule.note})",
+                desc.spec.unread_hint(desc.algorithm),
                 severity=Severity.ERROR,
-                keys=("open_spec_config_version",),
+                keys=desc.spec.format_keys,
                 values={"cause": "checkpoint"},
             )
         )

@@ -23,21 +23,6 @@ HOMES = ("dialects/", "engine_rules/", "testing/")
 
 # file -> (branches, why it remains)
 REMAINING: dict[str, tuple[int, str]] = {
-    "serving/engine_view.py": (
-        6,
-        "the engine views (issue 25 track A splits this file): _FORMAT_MARKERS, _format_hint and the "
-        "architecture check are to read spec.format_keys, spec.unread_hint(algorithm) and "
-        "spec.loaded_by_architecture through dialects.spec_for_family(facts.family)",
-    ),
-    "serving/engine_checks.py": (
-        1,
-        "_check_dflash2_keys names where the DFlash2 keys sit: spec.keys.algorithm (track A's file)",
-    ),
-    "smoke/plan.py": (
-        4,
-        "vllm_sample_from_anchor re-derives the vLLM table's layout key per family (track A moves it onto "
-        "rules.key('sample_from_anchor', ...)); the Open Spec DFT041 is the vLLM table's FormatRule read=False",
-    ),
     "convert/plan.py": (
         3,
         "convert's translation policy between the two writer formats: only speculators records a verifier, "
