@@ -32,6 +32,7 @@ from dflash_tools.cli._output import (
     write_json,
 )
 from dflash_tools.errors import UsageError
+from dflash_tools.smoke.options import Runtime
 from dflash_tools.smoke.plan import RunPlan
 
 if TYPE_CHECKING:
@@ -172,7 +173,7 @@ def render(document: dict[str, Any], *, no_color: bool = False, quiet: bool = Fa
     vllm = document.get("vllm") or {}
     prompts = document["prompts"]
     engine = document["engine"]
-    if engine == "vllm" and vllm:
+    if engine == Runtime.VLLM and vllm:
         # The JSON keeps the bare word; a reader needs to know it is about anchor-first serving.
         support = {
             "native": "anchor-first served natively",
@@ -335,7 +336,7 @@ def _reference_value(run: dict[str, Any]) -> str:
         return "-"
     if not check.get("ok"):
         return f"error: {check.get('error') or ''}"
-    mean = (check.get("mean_acceptance_length") or {}).get("torch")
+    mean = (check.get("mean_acceptance_length") or {}).get(Runtime.TORCH)
     return f"{_fmt(mean, '.2f')} ({'agrees' if check.get('agrees') else 'differs'})"
 
 

@@ -342,7 +342,7 @@ def test_a_sweep_through_the_torch_engine_names_a_best_k(tmp_path: Path, monkeyp
     outcome = runner.invoke(
         app,
         [
-            "smoke-test", "--engine", "torch", "--device", "cpu", "-k", "1,3",
+            "smoke-test", "--runtime", "torch", "--device", "cpu", "-k", "1,3",
             "-t", "example:engine-demo/target", "-d", "example:engine-demo/zlab-dflash",
             "--num-prompts", "1", "--max-tokens", "24", "--output-dir", str(tmp_path / "work"), "--json",
         ],
