@@ -42,7 +42,7 @@ RELEASE_MARKERS = ("{releases}", "{newest}", "{newest_vllm}")
 
 
 def expand(text: str) -> str:
-    """A help text with its release markers filled: `{releases}` every table (`vllm==0.34.0`, ...),
+    """A help text with its release markers filled: `{releases}` every table (`vllm==X.Y.Z`, ...),
     `{newest}` each engine named alone for its newest table (`vllm` alone is the installed one),
     `{newest_vllm}` the newest vLLM table. The tables are imported only for a page that shows
     one (a few milliseconds: the root page and most commands do without)."""

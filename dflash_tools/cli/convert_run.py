@@ -188,7 +188,7 @@ def render(result: Any, *, check: bool, quiet: bool, no_color: bool, would_push:
                 _bullet(console, printable(decision.message))
         if plan.engines:
             console.print("[bold]engines[/bold]")
-            for spec, verdict in plan.engines.items():  # keyed as in JSON: `sglang`, `vllm==0.34.0`
+            for spec, verdict in plan.engines.items():  # keyed as in JSON: `engine_rules.json_key`
                 plugin = " (with the dflash-tools plugin)" if verdict["plugin"] == "needed" else ""
                 _bullet(
                     console,

@@ -33,7 +33,7 @@ from dflash_tools.cli._output import (
     stdout_console,
     write_json,
 )
-from dflash_tools.draft.target import TargetSpec, load_target
+from dflash_tools.draft.target import TargetDescription, load_target
 from dflash_tools.errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, DflashToolsError, UsageError
 from dflash_tools.findings import Severity, brief_list
 from dflash_tools.inspect import SCHEMA_VERSION, InspectReport, inspect_loaded
@@ -168,7 +168,7 @@ def render_report(
     show_tensors: bool = False,
     quiet: bool = False,
     no_color: bool = False,
-    target_spec: TargetSpec | None = None,
+    target_spec: TargetDescription | None = None,
 ) -> None:
     """The verdict first and last, a label/value block, the findings, then each fix command whole."""
     console = stdout_console(no_color)

@@ -381,26 +381,8 @@ def _launch_settings(plan: ServingPlan, engine: EnginePlan, settings: dict[str, 
     """The resolved settings as the launch line writes them, plus what a release's serving rules
     add to the line itself (the draft's DCP)."""
 
-    def number(name: str) -> int | None:
-        setting = settings.get(name)
-        return int(setting.value) if setting is not None else None
-
-    def text(name: str) -> str | None:
-        setting = settings.get(name)
-        return str(setting.value) if setting is not None else None
-
-    utilization = settings.get("gpu_memory_utilization")
-    launch = LaunchSettings(
-        target_revision=plan.request.target_revision,
-        max_model_len=number("max_model_len"),
-        max_num_seqs=number("max_num_seqs"),
-        max_num_batched_tokens=number("max_num_batched_tokens"),
-        tensor_parallel_size=number("tensor_parallel_size"),
-        decode_context_parallel_size=number("decode_context_parallel_size"),
-        dtype=text("dtype"),
-        kv_cache_dtype=text("kv_cache_dtype"),
-        gpu_memory_utilization=float(utilization.value) if utilization is not None else None,
-    )
+    values = {name: setting.value for name, setting in settings.items()}
+    launch = LaunchSettings.from_values({"target_revision": plan.request.target_revision, **values})
     if engine.rules.serving_rule("draft-dcp-sliding-window") is not None and pins_draft_dcp(plan, engine):
         launch = replace(launch, draft_decode_context_parallel_size=1)
     return launch

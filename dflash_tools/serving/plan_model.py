@@ -20,6 +20,7 @@ from dflash_tools.findings import Finding, Severity, make_finding, sort_findings
 from dflash_tools.inspect import InspectReport
 from dflash_tools.reading.checkpoint import LoadedCheckpoint
 from dflash_tools.serving.engine_model import EngineView
+from dflash_tools.serving.launch import SERVING_SETTINGS
 from dflash_tools.serving.plan_checks import AttentionDims, TensorParallelCheck, TokenBudget
 from dflash_tools.serving.plan_memory import KvLayout, MemoryFit, WeightBytes
 
@@ -32,16 +33,9 @@ DEFAULT = "default"  # the release's own default, written on the launch line so 
 RAISED = "raised"  # the release's default breaks a check: the launch line passes the value that holds
 CONFIG = "config"  # the target's config.json (max_model_len: max_position_embeddings)
 
-# The serving settings a request may give (and a preset's engine arguments may hold); others in a
-# preset, such as enforce_eager, are not serving facts.
-REQUEST_SETTINGS = (
-    "max_num_seqs",
-    "max_model_len",
-    "max_num_batched_tokens",
-    "gpu_memory_utilization",
-    "dtype",
-    "kv_cache_dtype",
-)
+# The serving settings a request may take from a preset's engine arguments (the command line gives
+# them too); others in a preset, such as enforce_eager, are not serving facts.
+REQUEST_SETTINGS = tuple(setting.name for setting in SERVING_SETTINGS if setting.from_preset)
 
 
 @dataclass(frozen=True)
