@@ -15,7 +15,7 @@ import importlib
 import inspect
 from collections.abc import Callable
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar, dataclass_transform
 
 import typer
 
@@ -143,22 +143,36 @@ NoColorOption = Annotated[
 
 # --- the command function -----------------------------------------------------------------------
 
+ArgsClass = TypeVar("ArgsClass", bound=type)
+
+
+@dataclass_transform(frozen_default=True)
+def args_dataclass(cls: ArgsClass) -> ArgsClass:
+    """Declare a command's options: a frozen dataclass whose fields are `Annotated` typer options
+    with their defaults. It is made a dataclass when the command runs (`command_for`), not when
+    the module is imported: generating a dataclass's methods costs a few milliseconds per
+    command on every `--help`, and typer needs only the annotations and defaults."""
+    return cls
+
 
 def command_for(args_class: type, run_module: str) -> Callable[..., None]:
     """The function typer registers for a command whose options are the fields of `args_class`
-    (a frozen dataclass; each field an `Annotated` option with its default): typer reads its
-    signature, and calling it packs the parsed values into one `args_class` for
-    `dflash_tools.cli.<run_module>.run(args)`, which is imported only when the command runs."""
-    fields = dataclasses.fields(args_class)
+    (declared with `args_dataclass`): typer reads its signature, and calling it packs the parsed
+    values into one frozen `args_class` for `dflash_tools.cli.<run_module>.run(args)`, which is
+    imported only when the command runs."""
+    annotations = dict(args_class.__annotations__)
 
     def command(**values: Any) -> None:
+        if not dataclasses.is_dataclass(args_class):
+            dataclasses.dataclass(frozen=True)(args_class)
         run = importlib.import_module(f"dflash_tools.cli.{run_module}").run
         run(args_class(**values))
 
     parameters = [
-        inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default, annotation=f.type) for f in fields
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=getattr(args_class, name), annotation=kind)
+        for name, kind in annotations.items()
     ]
     command.__signature__ = inspect.Signature(parameters, return_annotation=None)  # type: ignore[attr-defined]
-    command.__annotations__ = {f.name: f.type for f in fields} | {"return": None}
+    command.__annotations__ = {**annotations, "return": None}
     command.__name__ = command.__qualname__ = f"{run_module.removesuffix('_run')}_command"
     return command

@@ -1,6 +1,5 @@
 """`dflash-tools convert`: the options (`ConvertArgs`) and help; the work is in `convert_run` (see `app.py`)."""
 
-from dataclasses import dataclass
 from typing import Annotated, Literal
 
 import typer
@@ -17,6 +16,7 @@ from dflash_tools.cli._options import (
     RevisionOption,
     TargetOption,
     TokenOption,
+    args_dataclass,
     command_for,
 )
 
@@ -51,7 +51,7 @@ WHERE = "Where to write"
 WHAT = "What to write"
 
 
-@dataclass(frozen=True)
+@args_dataclass
 class ConvertArgs:
     """The options of `convert`, as parsed."""
 

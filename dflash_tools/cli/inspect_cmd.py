@@ -1,6 +1,5 @@
 """`dflash-tools inspect`: the options (`InspectArgs`) and help; the work is in `inspect_run` (see `app.py`)."""
 
-from dataclasses import dataclass
 from typing import Annotated, Literal
 
 import typer
@@ -20,6 +19,7 @@ from dflash_tools.cli._options import (
     TargetOption,
     TargetRevisionOption,
     TokenOption,
+    args_dataclass,
     command_for,
 )
 
@@ -48,7 +48,7 @@ CHECKS = "Checks"
 MANY = "Several sources"
 
 
-@dataclass(frozen=True)
+@args_dataclass
 class InspectArgs:
     """The options of `inspect`, as parsed."""
 

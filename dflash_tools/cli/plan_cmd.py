@@ -1,6 +1,5 @@
 """`dflash-tools plan`: the options (`PlanArgs`) and help; the work is in `plan_run` (see `app.py`)."""
 
-from dataclasses import dataclass
 from typing import Annotated
 
 import typer
@@ -21,6 +20,7 @@ from dflash_tools.cli._options import (
     TargetOption,
     TargetRevisionOption,
     TokenOption,
+    args_dataclass,
     command_for,
 )
 
@@ -52,7 +52,7 @@ EPILOG = (
 SERVING = "Serving facts"
 
 
-@dataclass(frozen=True)
+@args_dataclass
 class PlanArgs:
     """The options of `plan`, as parsed (the `plan_request.PlanArguments` the core reads)."""
 

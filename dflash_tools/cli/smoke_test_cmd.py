@@ -1,6 +1,5 @@
 """`dflash-tools smoke-test`: the options (`SmokeTestArgs`) and help; the work is in `smoke_test_run` (see `app.py`)."""
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -22,6 +21,7 @@ from dflash_tools.cli._options import (
     TargetOption,
     TargetRevisionOption,
     TokenOption,
+    args_dataclass,
     command_for,
 )
 
@@ -60,7 +60,7 @@ VERDICT = "Measurement and verdict"
 SERVER = "A running server"
 
 
-@dataclass(frozen=True)
+@args_dataclass
 class SmokeTestArgs:
     """The options of `smoke-test`, as parsed (the `smoke.options.SmokeArguments` the core reads)."""
 
