@@ -1,5 +1,9 @@
 """`smoke-test`: prove drafts on a GPU through vLLM (or the torch reference engine).
 
+    options.py     `Runtime`; `resolve_options`: arguments + preset -> `SmokeOptions` (each
+                   value with its source)
+    run.py         `smoke_test(options)`: dry run, offline runs and cross-check, or a server
+                   -> the result document (the command's core entry point)
     plan.py        drafts, target, K, layout, runner, environment -> a launch plan (no GPU)
     runner.py      the process boundary: child process, timeout, log, markers
     child.py       `python -m dflash_tools.smoke.child`: dispatch a request to its engine
@@ -8,6 +12,7 @@
     server.py      `--server URL`: the same measurement against a running server
     report.py      verdicts and the result document
     sweep.py       `-k 3,5,7`: measured and predicted speed-up per K, the best K
+    cross_check.py a vLLM run repeated on the torch reference engine
 
 Nothing here imports typer or rich; vLLM and torch are imported only inside the child.
 
