@@ -59,7 +59,7 @@ ALLOWED: dict[str, set[str]] = {
         "files",
         "smoke_contract",
     },
-    "__init__": {"inspect", "convert"},
+    "__init__": {"inspect", "convert", "serving", "smoke"},
     "__main__": {"cli"},
 }
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.table import Table
@@ -26,86 +26,73 @@ from dflash_tools.errors import EXIT_FINDINGS, EXIT_OK, UsageError
 from dflash_tools.files.atomic import LinkMode
 from dflash_tools.findings import Severity
 
+if TYPE_CHECKING:
+    from dflash_tools.cli.convert_cmd import ConvertArgs
 
-def run(
-    *,
-    source: str | None,
-    output: str | None,
-    in_place: bool,
-    dry_run: bool,
-    check: bool,
-    force: bool,
-    backup: bool,
-    link_mode: str,
-    to: str | None,
-    for_engines: list[str] | None,
-    block_size: int | None,
-    sample_from_anchor: bool | None,
-    target: str | None,
-    revision: str | None,
-    token: str | None,
-    timeout: float,
-    push_to_hub: str | None,
-    pr: bool,
-    commit_message: str | None,
-    output_format: OutputFormat,
-    json_flag: bool,
-    quiet: bool,
-    no_color: bool,
-) -> None:
+
+def run(args: ConvertArgs) -> None:
     """Run `dflash-tools convert` with the options `convert_cmd` parsed."""
-    fmt = OutputFormat.JSON if json_flag else output_format
-    with handle_errors("convert", json_output=fmt is OutputFormat.JSON, source=source):
-        if not source:
+    fmt = OutputFormat.JSON if args.json_flag else args.output_format
+    with handle_errors("convert", json_output=fmt is OutputFormat.JSON, source=args.source):
+        if not args.source:
             raise UsageError("no SOURCE given", "pass a checkpoint folder, a Hub repo id or example:NAME")
-        _check_usage(output, in_place, to, backup, check, dry_run)
-        if token and "HF_TOKEN" not in os.environ:
-            stderr_console(no_color).print(
+        _check_usage(args.output, args.in_place, args.to, args.backup, args.check, args.dry_run)
+        if args.token and "HF_TOKEN" not in os.environ:
+            stderr_console(args.no_color).print(
                 "[yellow]warning:[/yellow] --token on the command line is visible to other users; prefer HF_TOKEN"
             )
         from dflash_tools.convert import convert_checkpoint
         from dflash_tools.serving.engine_view import engine_choices, resolve_engine_specs
 
         try:
-            engines, installed = resolve_engine_specs(for_engines or [])
+            engines, installed = resolve_engine_specs(args.for_engines or [])
         except ValueError as exc:
             raise UsageError(f"--for {exc}", f"choose from: {', '.join(engine_choices())}") from None
         if installed:
+            from dflash_tools.engine_rules import ENGINE_RULES
+
+            vllm = [spec for spec, rules in ENGINE_RULES.items() if rules.engine == "vllm"]
             raise UsageError(
                 "--for vllm: name the release the draft will be served with",
-                "pass --for vllm==0.33.0 or --for vllm==0.34.0",
+                "pass " + " or ".join(f"--for {spec}" for spec in vllm),
             )
-        writes = not (check or dry_run)
+        writes = not (args.check or args.dry_run)
         result = convert_checkpoint(
-            source,
-            output,
-            in_place=in_place,
-            to=to,
-            block_size=block_size,
-            sample_from_anchor=sample_from_anchor,
-            target=target,
-            force=force,
-            backup=backup,
-            link_mode=LinkMode(link_mode),
+            args.source,
+            args.output,
+            in_place=args.in_place,
+            to=args.to,
+            block_size=args.block_size,
+            sample_from_anchor=args.sample_from_anchor,
+            target=args.target,
+            force=args.force,
+            backup=args.backup,
+            link_mode=LinkMode(args.link_mode),
             dry_run=not writes,
-            revision=revision,
-            token=token,
-            timeout=timeout,
-            push_to_hub=push_to_hub if writes else None,
-            create_pr=pr,
-            commit_message=commit_message,
+            revision=args.revision,
+            token=args.token,
+            timeout=args.timeout,
+            push_to_hub=args.push_to_hub if writes else None,
+            create_pr=args.pr,
+            commit_message=args.commit_message,
             for_engines=engines,
         )
-        code = EXIT_FINDINGS if check and result.plan.changed else EXIT_OK
+        code = EXIT_FINDINGS if args.check and result.plan.changed else EXIT_OK
         if fmt is OutputFormat.JSON:
             document = result.to_dict()
-            if check:
+            if args.check:
                 document["mode"] = "check"
-            if push_to_hub and not writes:
-                document["push"] = {"repo_id": push_to_hub, "pr_url": None, "commit_url": None, "would_push": True}
+            if args.push_to_hub and not writes:
+                document["push"] = {"repo_id": args.push_to_hub, "pr_url": None, "commit_url": None, "would_push": True}
             write_json(document)
         else:
-            render(result, check=check, quiet=quiet, no_color=no_color, would_push=push_to_hub if not writes else None)
+            render(
+                result,
+                check=args.check,
+                quiet=args.quiet,
+                no_color=args.no_color,
+                would_push=args.push_to_hub if not writes else None,
+            )
         raise typer.Exit(code)
 
 
@@ -201,7 +188,7 @@ def render(result: Any, *, check: bool, quiet: bool, no_color: bool, would_push:
                 _bullet(console, printable(decision.message))
         if plan.engines:
             console.print("[bold]engines[/bold]")
-            for spec, verdict in plan.engines.items():  # keyed as in JSON: `sglang`, `vllm==0.34.0`
+            for spec, verdict in plan.engines.items():  # keyed as in JSON: `engine_rules.json_key`
                 plugin = " (with the dflash-tools plugin)" if verdict["plugin"] == "needed" else ""
                 _bullet(
                     console,

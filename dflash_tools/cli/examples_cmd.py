@@ -13,7 +13,7 @@ Examples:
 
   dflash-tools examples
   dflash-tools inspect example:zlab-dflash2
-  dflash-tools smoke-test --engine torch --device cpu \\
+  dflash-tools smoke-test --runtime torch --device cpu \\
       -t example:engine-demo/target -d example:engine-demo/zlab-dflash2
 """
 

@@ -205,7 +205,7 @@ class DraftModel:
         if desc.algorithm is Algorithm.DSPARK:
             raise OperationError(
                 "DSpark drafts are not implemented in the torch engine (its Markov head chains the slots)",
-                "use --engine vllm for DSpark drafts",
+                "use --runtime vllm for DSpark drafts",
             )
         self.desc = desc
         self.device, self.dtype = device, dtype

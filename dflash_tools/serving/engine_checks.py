@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from dflash_tools.dialects import spec_for_family
+from dflash_tools.draft.target import text_value
 from dflash_tools.serving.config_reads import as_int, lookup, num_hidden_layers
 from dflash_tools.serving.engine_model import DraftFacts, EngineView
 
@@ -116,9 +117,7 @@ def _check_output_multiplier(view: EngineView, facts: DraftFacts) -> str | None:
 
 def _check_sliding_window(view: EngineView, facts: DraftFacts) -> str | None:
     config = facts.config
-    text = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
-    assert isinstance(text, dict)
-    layer_types = text.get("layer_types", config.get("layer_types"))
+    layer_types = text_value(config, "layer_types")[0]
     if not isinstance(layer_types, list) or "sliding_attention" not in layer_types:
         return None
     rule = view.rules.key("sliding_window", view.path or "", facts.family)

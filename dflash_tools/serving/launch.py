@@ -44,11 +44,39 @@ class Launch:
 
 
 @dataclass(frozen=True)
+class ServingSetting:
+    """One serving setting a launch line may carry: its name in the plan (a `LaunchSettings`
+    field, a `PlanRequest` field, a preset's engine argument), the role of its flag in the engine
+    tables (`EngineRules.flag(role)`), and the type its value is written as."""
+
+    name: str
+    role: str
+    kind: type[int] | type[float] | type[str]
+    from_preset: bool = True  # a preset's `engine_args` may give it (else only the command line)
+
+
+# Every serving setting, in the order a launch line lists them: a new one is a row here, a field of
+# `LaunchSettings` and `PlanRequest`, its option in `cli/plan_cmd.py`, and its flag in the tables.
+SERVING_SETTINGS: tuple[ServingSetting, ...] = (
+    ServingSetting("target_revision", "target-revision", str, from_preset=False),
+    ServingSetting("max_model_len", "max-model-len", int),
+    ServingSetting("max_num_seqs", "max-num-seqs", int),
+    ServingSetting("max_num_batched_tokens", "max-num-batched-tokens", int),
+    ServingSetting("tensor_parallel_size", "tensor-parallel-size", int, from_preset=False),
+    ServingSetting("decode_context_parallel_size", "decode-context-parallel-size", int, from_preset=False),
+    ServingSetting("dtype", "dtype", str),
+    ServingSetting("kv_cache_dtype", "kv-cache-dtype", str),
+    ServingSetting("gpu_memory_utilization", "gpu-memory-utilization", float),
+)
+
+
+@dataclass(frozen=True)
 class LaunchSettings:
     """Serving settings a plan puts on the launch line; None leaves the engine's default.
 
-    Each is written with the flag of its role in the engine's table; a setting whose role the
-    table lacks (SGLang has no `max_num_batched_tokens`) is not written for that engine.
+    Each is written with the flag of its role in the engine's table (`SERVING_SETTINGS`); a
+    setting whose role the table lacks (SGLang has no `max_num_batched_tokens`) is not written for
+    that engine.
     """
 
     target_revision: str | None = None
@@ -63,19 +91,17 @@ class LaunchSettings:
     # vLLM: a key of the speculative-config JSON (role "draft-dcp"), not a flag.
     draft_decode_context_parallel_size: int | None = None
 
+    @classmethod
+    def from_values(cls, values: Mapping[str, Any]) -> LaunchSettings:
+        """The settings among `values` (by name), each as its type; None and other names left out."""
+        typed: dict[str, Any] = {
+            s.name: s.kind(values[s.name]) for s in SERVING_SETTINGS if values.get(s.name) is not None
+        }
+        return cls(**typed)
+
     def roles(self) -> list[tuple[str, str]]:
         """(role, value) of every setting that is set, in the order the launch line lists them."""
-        values = [
-            ("target-revision", self.target_revision),
-            ("max-model-len", self.max_model_len),
-            ("max-num-seqs", self.max_num_seqs),
-            ("max-num-batched-tokens", self.max_num_batched_tokens),
-            ("tensor-parallel-size", self.tensor_parallel_size),
-            ("decode-context-parallel-size", self.decode_context_parallel_size),
-            ("dtype", self.dtype),
-            ("kv-cache-dtype", self.kv_cache_dtype),
-            ("gpu-memory-utilization", self.gpu_memory_utilization),
-        ]
+        values = [(s.role, getattr(self, s.name)) for s in SERVING_SETTINGS]
         return [
             (role, f"{value:g}" if isinstance(value, float) else str(value))
             for role, value in values

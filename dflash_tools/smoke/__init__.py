@@ -1,5 +1,9 @@
 """`smoke-test`: prove drafts on a GPU through vLLM (or the torch reference engine).
 
+    options.py     `Runtime`; `resolve_options`: arguments + preset -> `SmokeOptions` (each
+                   value with its source)
+    run.py         `smoke_test(options)`: dry run, offline runs and cross-check, or a server
+                   -> the result document (the command's core entry point)
     plan.py        drafts, target, K, layout, runner, environment -> a launch plan (no GPU)
     vllm_plan.py   the plan's vLLM side: `serving.vllm_runtime` per run, the child's environment, DFT041
     runner.py      the process boundary: child process, timeout, log, markers
@@ -18,6 +22,7 @@
     references.py  published acceptance lengths (configs/references) and the distance from them
     report.py      verdicts and the result document
     sweep.py       `-k 3,5,7`: measured and predicted speed-up per K, the best K
+    cross_check.py a vLLM run repeated on the torch reference engine
 
 Nothing here imports typer or rich; vLLM and torch are imported only inside the child.
 

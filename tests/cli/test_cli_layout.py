@@ -173,7 +173,7 @@ def test_smoke_test_dry_run_plan(columns: int, tmp_path: Path) -> None:
     args = [
         "smoke-test",
         "--dry-run",
-        "--engine",
+        "--runtime",
         "torch",
         "-t",
         "example:engine-demo/target",
@@ -241,7 +241,7 @@ def test_smoke_test_results_and_log_paths(columns: int, tmp_path: Path) -> None:
     work = tmp_path / "work"
     args = [
         "smoke-test",
-        "--engine",
+        "--runtime",
         "torch",
         "--device",
         "cpu",

@@ -28,7 +28,7 @@ from tests.conftest import assert_bundle_is
 
 runner = CliRunner()
 DEMO_COMMAND = [
-    "smoke-test", "--engine", "vllm", "--device", "cpu",
+    "smoke-test", "--runtime", "vllm", "--device", "cpu",
     "-t", "example:vllm-cpu-demo/target", "-d", "example:vllm-cpu-demo/zlab-dflash", "--format", "json",
 ]  # fmt: skip
 # A vLLM whose code the plugin does not know: it cannot serve anchor-first drafts.
@@ -36,7 +36,7 @@ UNSUPPORTED_VLLM = VllmCapability(True, "0.32.0", None, "unsupported", "another 
 
 
 def cpu_options(draft: str, *, compare_layouts: bool = False) -> SmokeOptions:
-    """`smoke-test --engine vllm --device cpu` options for one bundled draft and one prompt."""
+    """`smoke-test --runtime vllm --device cpu` options for one bundled draft and one prompt."""
     folder = demo.bundled_demo_dir()
     return SmokeOptions(
         target=str(folder / "target"),
