@@ -27,7 +27,7 @@ from dataclasses import replace
 from typing import Any
 
 from dflash_tools.draft.target import TargetDescription, target_from_config
-from dflash_tools.engine_rules import ENGINE_RULES, EngineRules, Layout
+from dflash_tools.engine_rules import ENGINE_RULES, VLLM_V2_ENV, EngineRules, Layout
 from dflash_tools.errors import SourceError, UsageError
 from dflash_tools.findings import make_finding, sort_findings
 from dflash_tools.inspect import inspect_loaded
@@ -396,7 +396,7 @@ def _runner(engine: EnginePlan) -> None:
     if not rules.has_v1_runner:
         engine.runner = "V2 (the only one)"
         return
-    selected = launch is not None and launch.environment.get("VLLM_USE_V2_MODEL_RUNNER") == "1"
+    selected = launch is not None and launch.environment.get(VLLM_V2_ENV) == "1"
     if not selected:
         engine.runner = "V2, or V1 without Triton"
         return
@@ -410,9 +410,9 @@ def _runner(engine: EnginePlan) -> None:
     )
     engine.note(
         "DFT085",
-        "the launch line sets VLLM_USE_V2_MODEL_RUNNER=1: this draft (DFlash2, anchor-first or mixed "
+        f"the launch line sets {VLLM_V2_ENV}=1: this draft (DFlash2, anchor-first or mixed "
         "attention) is served only by the V2 model runner, and the release falls back to V1 where Triton is "
         "missing",
         "keep the variable on the launch line" + (needs_none if without_v1 else ""),
-        keys=("VLLM_USE_V2_MODEL_RUNNER",),
+        keys=(VLLM_V2_ENV,),
     )

