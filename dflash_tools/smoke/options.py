@@ -37,6 +37,11 @@ class Runtime(StrEnum):
     VLLM_SERVER = "vllm-server"  # a running server, measured over HTTP (--server)
     SGLANG_SERVER = "sglang-server"  # a running SGLang server, measured over HTTP (--server)
 
+    @property
+    def is_server(self) -> bool:
+        """Measured over HTTP on a server someone else runs (`--server`), not in a child process."""
+        return self in (Runtime.VLLM_SERVER, Runtime.SGLANG_SERVER)
+
     @classmethod
     def resolve(cls, requested: str) -> Runtime:
         """`--runtime`: `auto` is vLLM when it is installed here, else the torch reference engine."""
