@@ -42,7 +42,8 @@ Examples:
 EPILOG = (
     "Exit codes: 0 converted (or, with --check, nothing would change); 1 --check found changes, "
     "or the conversion was refused (conflicting values: the message names the flag that settles "
-    "them; a conversion that would change behaviour; new errors in the result) or failed; "
+    "them; a conversion that would change behaviour; new errors in the result) or failed, or the "
+    "written checkpoint still has error findings convert cannot fix (--allow-errors accepts them); "
     "2 usage error (e.g. --in-place with -o, a non-empty OUT without --force, --in-place on the "
     "Hugging Face cache) or a source that cannot be found or reached."
 )
@@ -96,6 +97,15 @@ class ConvertArgs:
         typer.Option(
             "--force",
             help="Replace a non-empty OUT or old backups; let a flag override an explicit value.",
+            rich_help_panel=WHERE,
+        ),
+    ] = False
+    allow_errors: Annotated[
+        bool,
+        typer.Option(
+            "--allow-errors",
+            help="Exit 0 (and push) even when the written checkpoint still has error findings convert cannot fix; "
+            "without it that exits 1.",
             rich_help_panel=WHERE,
         ),
     ] = False

@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from dflash_tools.cli._errors import handle_errors
+from dflash_tools.cli._errors import error_document, handle_errors, refuse_empty_names
 from dflash_tools.cli._layout import (
     Fix,
     console_width,
@@ -18,6 +18,8 @@ from dflash_tools.cli._layout import (
     key_values,
     pack,
     plain_table,
+    print_command,
+    print_comment,
     print_findings,
     print_fixes,
     print_line,
@@ -36,7 +38,7 @@ from dflash_tools.cli._output import (
 from dflash_tools.draft.target import TargetDescription, load_target
 from dflash_tools.errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, DflashToolsError, UsageError
 from dflash_tools.findings import Severity, brief_list
-from dflash_tools.inspect import SCHEMA_VERSION, InspectReport, inspect_loaded
+from dflash_tools.inspect import InspectReport, inspect_loaded
 from dflash_tools.reading.source import load_checkpoint
 from dflash_tools.serving.engine_view import engine_choices, inspect_for_engines, resolve_engine_specs
 from dflash_tools.serving.k_values import single_k
@@ -73,6 +75,7 @@ def run(args: InspectArgs) -> None:
             if args.target
             else None
         )
+        refuse_empty_names("--engine", args.engines, engine_choices())
         try:
             specs, installed_vllm = resolve_engine_specs(args.engines or [])
         except ValueError as exc:
@@ -131,12 +134,8 @@ def _exit_code(results: list[InspectReport | DflashToolsError], fail_on: Severit
 def _document(name: str, result: InspectReport | DflashToolsError, tensors: bool) -> dict[str, Any]:
     if isinstance(result, InspectReport):
         return result.to_dict(include_tensors=tensors)
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "source": name,
-        "error": {"message": result.message, "hint": result.hint},
-        "ok": False,
-    }
+    # The same error document a single source gets (docs/json.md), in that source's place.
+    return error_document("inspect", result.message, result.hint, result.exit_code, result.kind, name)
 
 
 def _geometry_segments(report: InspectReport) -> list[str]:
@@ -293,8 +292,40 @@ def render_report(
         )
     print_fixes(console, fixes)
     if engines and not quiet:
-        print_launches(console, engines)
+        errors = [f.code for f in report.findings if f.severity is Severity.ERROR]
+        print_launches(console, engines, list(dict.fromkeys(errors)))
+    if not quiet:
+        print_normalization(console, report)
     print_line(console, _verdict(report))
+
+
+def print_normalization(console: Console, report: InspectReport) -> None:
+    """Say what `convert --check` would change, so that an OK here and its exit 1 do not disagree
+    without a word: convert writes block_size and sample_from_anchor into every place an engine
+    reads them (docs/convert.md), which a checkpoint may lack with nothing wrong in it."""
+    if report.loaded.config is None or report.description is None:
+        return
+    from dflash_tools.convert import plan_conversion
+
+    try:
+        plan = plan_conversion(report.loaded)
+    except DflashToolsError:
+        return  # convert would refuse: the findings above say why
+    if not plan.changed:
+        return
+    parts = []
+    if plan.config_changed:
+        keys = plan.changed_keys()
+        parts.append(f"config.json key(s) {', '.join(keys[:6])}{', ...' if len(keys) > 6 else ''}")
+    if plan.tensor_changes:
+        parts.append(f"{len(plan.tensor_changes)} tensor name(s)")
+    fixed_above = any("dflash-tools convert" in f.hint for f in report.findings)
+    status = "not normalized" if fixed_above or not report.ok else "not normalized (optional, nothing above needs it)"
+    text = f"{status}: `dflash-tools convert --check` exits 1 here, as convert would write {' and '.join(parts)} " + (
+        "(the fix above does)" if fixed_above else "where every engine reads them (docs/convert.md)"
+    )
+    for line in wrap_words(printable(text), console_width(console)):
+        print_line(console, line, style="dim")
 
 
 _OUTCOME_STYLE = {
@@ -400,22 +431,28 @@ def render_summary(
     width = console.width
     for name, result in zip(names, results, strict=True):
         if isinstance(result, DflashToolsError):
-            for line in wrap_words(f"{printable(name)}: {printable(result.message)}", width, "  "):
+            # The message names its source already ("X: no local folder X ..."): not twice.
+            message = result.message if result.message.startswith(name) else f"{name}: {result.message}"
+            for line in wrap_words(printable(message), width, "  "):
                 print_line(console, line, style="red")
     print_line(console, verdict_line)
 
 
-def print_launches(console: Console, engines: dict[str, dict[str, Any]]) -> None:
-    """Each engine's launch line whole on a line of its own, after a `#` comment naming it."""
-    print_line(console, "launch (copy a command line and run it):", style="bold")
+def print_launches(console: Console, engines: dict[str, dict[str, Any]], blocked: list[str] | None = None) -> None:
+    """Each engine's launch line, whole and pasteable (`print_command`), after a `#` comment naming
+    it; while the draft has errors (`blocked`: their codes) the lines are printed commented out."""
+    heading = "launch (copy a command line and run it):"
+    if blocked:
+        heading = f"launch (not to run until {', '.join(blocked)} above is fixed; lines kept as comments):"
+    print_line(console, heading, style="bold")
     for view in engines.values():
         spec = f"{view['engine']}=={view['version']}"
         command = view.get("launch_command")
         if not command:
             why = f": {view['outcome']}" if view["outcome"] not in ("served", "served-with-plugin") else ""
-            print_line(console, f"# {spec}: no launch line{why} (see the findings above)", style="dim")
+            print_comment(console, f"{spec}: no launch line{why} (see the findings above)")
             continue
         placeholders = view.get("launch_placeholders") or []
         note = f"; replace {', '.join(placeholders)} with the target model first" if placeholders else ""
-        print_line(console, f"# {spec}{note}", style="dim")
-        print_line(console, printable(command))
+        print_comment(console, f"{spec}{note}")
+        print_command(console, command, commented=bool(blocked))

@@ -16,6 +16,8 @@ from dflash_tools.cli._layout import (
     key_values,
     pack,
     plain_table,
+    print_command,
+    print_comment,
     print_findings,
     print_fixes,
     print_line,
@@ -51,19 +53,35 @@ def run(args: PlanArgs) -> None:
 
 
 def _verdict(plans: list[dict[str, Any]]) -> Text:
-    """The counts of what decides the plan: the draft's and the plan's findings and those of the
-    engines that print a launch line; an engine that cannot serve the draft is named instead."""
-    findings = [f for plan in plans for f in _counted(plan)]
+    """The counts of the findings printed below (the draft's, the plan's and every engine's); an
+    engine that cannot serve the draft is named, and so is a memory check asked for but not made.
+    The plan still passes when an engine that prints no launch line is the one with errors."""
+    findings = [f for plan in plans for f in _findings(plan)]
     counts = {s.value: sum(1 for f in findings if f["severity"] == s.value) for s in Severity}
     summary = f"{counts['error']} error(s), {counts['warning']} warning(s), {counts['info']} note(s)"
     if len(plans) > 1:
         summary = f"{len(plans)} drafts, {summary}"
+    ok = all(plan["ok"] for plan in plans)
     without = sorted({_name(e) for plan in plans for e in plan["engines"].values() if not e["serves"]})
     if without:
         summary += f"; no launch line for {', '.join(without)}"
-    if all(plan["ok"] for plan in plans):
+        if ok and counts["error"]:
+            summary += " (the errors are theirs)"
+    if any(_memory_unchecked(plan) for plan in plans):
+        summary += "; memory not checked (DFT087)"
+    if ok:
         return Text.assemble(("OK", "bold green"), ": ", summary)
     return Text.assemble(("FAIL", "bold red"), ": ", summary)
+
+
+def _memory_unchecked(plan: dict[str, Any]) -> bool:
+    """--gpu-memory was given and the check could not be made (no safetensors headers)."""
+    return plan["request"]["gpu_memory_gib"] is not None and plan["memory"] is None and plan["weights"] is not None
+
+
+def _plan_errors(plan: dict[str, Any]) -> list[str]:
+    """The codes of the draft's and the plan's own errors: with any, no launch line is to be run."""
+    return list(dict.fromkeys(f["code"] for f in plan["findings"] if f["severity"] == "error"))
 
 
 def _print_verdict(console: Console, verdict: Text) -> None:
@@ -78,10 +96,6 @@ def _print_verdict(console: Console, verdict: Text) -> None:
 
 def _name(engine: dict[str, Any]) -> str:
     return f"{engine['engine']}=={engine['version']}"
-
-
-def _counted(plan: dict[str, Any]) -> list[dict[str, Any]]:
-    return [*plan["findings"], *(f for e in plan["engines"].values() if e["serves"] for f in e["findings"])]
 
 
 def _findings(plan: dict[str, Any]) -> list[dict[str, Any]]:
@@ -168,15 +182,13 @@ def _rows(plan: dict[str, Any]) -> list[tuple[str, list[str]]]:
     weights = plan["weights"]
     if weights:
         tp = weights["target"]["tensor_parallel_size"]
-        rows.append(
-            (
-                "weights",
-                [
-                    f"target {_gib(weights['target']['per_rank'])} per rank (TP {tp})",
-                    f"draft {_gib(weights['draft']['per_rank'])} per rank",
-                ],
-            )
-        )
+
+        def per_rank(side: str) -> str:
+            if not weights[side]["stored_by_dtype"]:
+                return "unknown (no safetensors headers read)"
+            return f"{_gib(weights[side]['per_rank'])} per rank"
+
+        rows.append(("weights", [f"target {per_rank('target')} (TP {tp})", f"draft {per_rank('draft')}"]))
     kv_segments = []
     for layout in plan["kv"]:
         text = f"{layout['name']} {_kib(layout['full_bytes_per_token'] + layout['sliding_bytes_per_token'])}/token"
@@ -204,6 +216,8 @@ def _rows(plan: dict[str, Any]) -> list[tuple[str, list[str]]]:
             rows.append(("memory", [usable, "does not fit (DFT082 below)"]))
     elif plan["request"]["gpu_memory_gib"] is None and weights:
         rows.append(("memory", ["not checked: pass --gpu-memory GIB"]))
+    elif _memory_unchecked(plan):
+        rows.append(("memory", ["not checked: the weights are unknown (DFT087 below)"]))
     parallel = plan["tensor_parallel"]
     if parallel:
         vocab = [f"{v['model']} vocab {v['vocab_size']} → {v['padded_vocab_size']} rows" for v in parallel["vocab"]]
@@ -271,17 +285,27 @@ def _engines_table(console: Console, engines: dict[str, dict[str, Any]]) -> None
 
 
 def _launches(console: Console, plan: dict[str, Any]) -> None:
-    """Each engine's launch line whole on a line of its own, after a `#` comment naming it."""
+    """Each engine's launch line, whole and pasteable (`print_command`), after a `#` comment naming
+    it. While the draft or the plan has an error (a vocabulary that does not match the target,
+    weights that do not fit), every line is printed commented out: shown, never run by a paste."""
     if not plan["engines"]:
         return
-    print_line(console, "launch (copy a command line and run it):", style="bold")
+    blocked = _plan_errors(plan)
+    runnable = not blocked and any(e["launch_command"] and e["ok"] for e in plan["engines"].values())
+    heading = "launch (copy a command line and run it):"
+    if blocked:
+        heading = f"launch (not to run until {', '.join(blocked)} above is fixed; lines kept as comments):"
+    elif not runnable:
+        heading = "launch (no line to run as it is; see the findings above):"
+    print_line(console, heading, style="bold")
     for engine in plan["engines"].values():
         spec = f"{engine['engine']}=={engine['version']}"
         command = engine["launch_command"]
         if not command:
-            print_line(console, f"# {spec}: no launch line: {engine['outcome']} (see the findings above)", style="dim")
+            print_comment(console, f"{spec}: no launch line: {engine['outcome']} (see the findings above)")
             continue
         failing = [f["code"] for f in engine["findings"] if f["severity"] == "error"]
-        note = f" (fails: {', '.join(failing)} above)" if failing else ""
-        print_line(console, f"# {spec}{note}", style="dim")
-        print_line(console, printable(command))
+        codes = list(dict.fromkeys([*blocked, *failing]))
+        note = f" (fails: {', '.join(codes)} above)" if codes else ""
+        print_comment(console, f"{spec}{note}")
+        print_command(console, command, commented=bool(codes))

@@ -16,6 +16,7 @@ import json
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from dflash_tools.engine_rules import EngineRules
@@ -127,7 +128,18 @@ def _flag(rules: EngineRules, role: str) -> str:
 
 
 def _target(target: str | None) -> tuple[str, tuple[str, ...]]:
-    return (target, ()) if target else (TARGET_PLACEHOLDER, (TARGET_PLACEHOLDER,))
+    return (launch_path(target), ()) if target else (TARGET_PLACEHOLDER, (TARGET_PLACEHOLDER,))
+
+
+def launch_path(name: str) -> str:
+    """What a launch line names: a local folder or file as an absolute path, anything else (a Hub
+    repo id) as given. A relative `./a/b` printed as `a/b`, or a folder `kmis`, reads as a Hub repo
+    id once the line is run from another folder or on another machine; and an engine, like
+    huggingface_hub, takes an existing local path before a repo id of the same name."""
+    path = Path(name)
+    if not name or path.is_absolute() or not path.exists():
+        return name
+    return str(path.resolve())
 
 
 def sglang_launch(
@@ -144,7 +156,7 @@ def sglang_launch(
     drafts + 1), DSPARK its number of drafts, each by the flag the table names."""
     target_name, placeholders = _target(target)
     argv = [*_flag(rules, "program").split(), _flag(rules, "target"), target_name]
-    argv += [_flag(rules, "algorithm"), path, _flag(rules, "draft"), draft]
+    argv += [_flag(rules, "algorithm"), path, _flag(rules, "draft"), launch_path(draft)]
     if draft_revision:
         argv += [_flag(rules, "draft-revision"), draft_revision]
     if path == "DSPARK":
@@ -176,7 +188,11 @@ def vllm_launch(
     (`vllm_runtime.VllmRuntime.environment`: on a release that still has V1, the V2 selector).
     """
     target_name, placeholders = _target(target)
-    speculative: dict[str, Any] = {"method": method, "model": draft, "num_speculative_tokens": num_speculative_tokens}
+    speculative: dict[str, Any] = {
+        "method": method,
+        "model": launch_path(draft),
+        "num_speculative_tokens": num_speculative_tokens,
+    }
     if draft_revision:
         speculative["revision"] = draft_revision
     if settings is not None and settings.draft_decode_context_parallel_size is not None:

@@ -205,8 +205,10 @@ def _memory(plan: ServingPlan, draft: LoadedCheckpoint) -> None:
             make_finding(
                 "DFT087",
                 f"no safetensors headers for the {' and the '.join(missing)} here: the weights are unknown and "
-                "the memory is not checked",
-                "pass a folder or a Hub repo whose safetensors can be read (online, or in the local Hub cache)",
+                "the memory is not checked, although --gpu-memory was given",
+                _headers_hint(
+                    [(name, loaded) for name, loaded in (("target", target), ("draft", draft)) if name in missing]
+                ),
                 values={"without_weights": missing},
             )
         )
@@ -249,6 +251,23 @@ def _memory(plan: ServingPlan, draft: LoadedCheckpoint) -> None:
                 },
             )
         )
+
+
+def _headers_hint(missing: list[tuple[str, LoadedCheckpoint]]) -> str:
+    """How to get the headers the memory check needs: a Hub repo's are read by range requests
+    online (nothing downloaded), or from its .safetensors in the local Hub cache; a folder needs
+    its .safetensors files (a `--include '*.json'` download, the offline hint, has none)."""
+    steps = []
+    for name, loaded in missing:
+        if loaded.kind == "hub":
+            repo = loaded.source.removeprefix("hf://")
+            steps.append(
+                f"the {name}: run the plan online (HF_HUB_OFFLINE unset: only the headers are read), or download "
+                f"its weights (`hf download {repo} --include '*.safetensors'`)"
+            )
+        else:
+            steps.append(f"the {name}: pass a folder that holds its .safetensors files")
+    return "; ".join(steps)
 
 
 def _larger_tensor_parallel(plan: ServingPlan, draft: LoadedCheckpoint, utilization: float, batched: int) -> str:

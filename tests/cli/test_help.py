@@ -219,6 +219,7 @@ def test_help_and_a_command_help_import_no_command_module() -> None:
         "dflash_tools.cli._options",
         "dflash_tools.cli._errors",
         "dflash_tools.cli._output",
+        "dflash_tools.cli._signals",  # SIGTERM / SIGHUP handled from the start (stdlib only)
         *(f"dflash_tools.cli.{name.replace('-', '_')}_cmd" for name in COMMANDS),
     }
     # A page that names engine releases reads them from the tables (plain dataclasses).
