@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # The SGLang source tier (tests/real_sglang, marker real_sglang; docs/development.md).
 #
-# SGLang cannot run on CPU, so nothing is installed: its released wheel (39 MB) is downloaded
-# once into $DFLASH_TOOLS_WHEEL_CACHE (default .cache/wheels) with `pip download --no-deps` and
-# read by the tests. Runs with the Python environment in $VENV (default: the default suite's
-# .venv (README's set-up), built here with the dev extras when missing). Extra arguments go to pytest.
+# SGLang cannot run on CPU, so SGLang itself is not installed: its released wheel (39 MB) is
+# downloaded once into $DFLASH_TOOLS_WHEEL_CACHE (default .cache/wheels) with `pip download
+# --no-deps` and read by the tests. Three of its files are executed to check the stand-in SGLang
+# server (tests/real_sglang/test_sglang_standin.py); one of them needs msgspec and openai==2.8.0
+# (the wheel's pin), which are installed, pinned, into a throwaway folder that the tests find in
+# $DFLASH_TOOLS_SGLANG_DEPS and that is removed afterwards: the environment is not changed.
+# Runs with the Python environment in $VENV (default: the default suite's .venv (README's
+# set-up), built here with the dev extras when missing). Extra arguments go to pytest.
 set -euo pipefail
 REPO="$(cd "$(dirname "$0")/.." && pwd)"
 VENV="${VENV:-$REPO/.venv}"
@@ -24,4 +28,9 @@ fi
 cd "$REPO"
 scratch="$(mktemp -d -t dflash-tools-tier-sglang.XXXXXX)"
 trap 'rm -rf "$scratch"' EXIT
+# The wheel's protocol.py imports msgspec and openai; openai's own imports need the rest.
+export DFLASH_TOOLS_SGLANG_DEPS="$scratch/deps"
+"$VENV/bin/python" -m pip install --quiet --no-deps --target "$DFLASH_TOOLS_SGLANG_DEPS" \
+    msgspec==0.23.0 openai==2.8.0 httpx==0.29.0 httpcore==1.0.9 jiter==0.19.0 distro==1.9.0 \
+    sniffio==1.3.1 certifi==2026.10.19.post1
 "$VENV/bin/python" -m pytest -p no:cacheprovider --basetemp "$scratch/pytest" -m real_sglang tests/real_sglang "$@"

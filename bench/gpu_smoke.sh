@@ -31,7 +31,7 @@ mkdir -p "$OUT"
 log() { printf '[gpu_smoke] %s\n' "$*" >&2; }
 
 if [ "${QUICK:-0}" = "1" ]; then
-    smoke_args=(-t example:engine-demo/target -d example:engine-demo/zlab-dflash2 --engine torch --device cpu
+    smoke_args=(-t example:engine-demo/target -d example:engine-demo/zlab-dflash2 --runtime torch --device cpu
         --num-prompts 1 --max-tokens 8)
 else
     if [ ! -x "$VENV/bin/python" ]; then
@@ -45,7 +45,7 @@ else
     fi
     log "installing dflash-tools[vllm] with $VLLM_SPEC"
     python -m pip install "${pip_args[@]}" -e '.[vllm]' "$VLLM_SPEC" || exit 2
-    smoke_args=(--preset "$PRESET" --engine vllm)
+    smoke_args=(--preset "$PRESET" --runtime vllm)
 fi
 
 {

@@ -1,10 +1,15 @@
 """dflash-tools: inspect, normalize and smoke-test DFlash-family speculative-decoding drafts.
 
-The library API is plain dataclasses; nothing here imports typer, rich, torch or vLLM.
+The library API is plain dataclasses; nothing here imports typer, rich, torch or vLLM. Each
+command has its core entry point here (docs/python-api.md):
 
     from dflash_tools import inspect_checkpoint
     report = inspect_checkpoint("z-lab/Qwen3.8-27B-DFlash2", num_speculative_tokens=7)
     report.geometry.num_query_tokens, [f.code for f in report.findings]
+
+- inspect: `inspect_checkpoint`; convert: `plan_conversion`, `convert_checkpoint`, `push_folder`;
+- plan: `plan_launch(PlanRequest(...))` (or `plan_request(args)` to merge a preset as the CLI does);
+- smoke-test: `smoke_test(SmokeOptions(...))` (or `resolve_options(args)`, as the CLI does).
 """
 
 from __future__ import annotations
@@ -15,17 +20,44 @@ __all__ = [
     "ConvertPlan",
     "ConvertResult",
     "InspectReport",
+    "LaunchPlan",
+    "PlanDraft",
+    "PlanRequest",
+    "Runtime",
+    "SmokeOptions",
     "__version__",
     "convert_checkpoint",
     "inspect_checkpoint",
     "plan_conversion",
+    "plan_launch",
+    "plan_request",
     "push_folder",
+    "resolve_options",
+    "smoke_test",
 ]
 
 if TYPE_CHECKING:
     from dflash_tools._version import __version__
     from dflash_tools.convert import ConvertPlan, ConvertResult, convert_checkpoint, plan_conversion, push_folder
     from dflash_tools.inspect import InspectReport, inspect_checkpoint
+    from dflash_tools.serving.plan import plan_launch
+    from dflash_tools.serving.plan_model import LaunchPlan, PlanDraft, PlanRequest
+    from dflash_tools.serving.plan_request import plan_request
+    from dflash_tools.smoke.options import Runtime, SmokeOptions, resolve_options
+    from dflash_tools.smoke.run import smoke_test
+
+# name -> the module that holds it, imported on first use.
+_LAZY = {
+    "plan_launch": "dflash_tools.serving.plan",
+    "LaunchPlan": "dflash_tools.serving.plan_model",
+    "PlanDraft": "dflash_tools.serving.plan_model",
+    "PlanRequest": "dflash_tools.serving.plan_model",
+    "plan_request": "dflash_tools.serving.plan_request",
+    "Runtime": "dflash_tools.smoke.options",
+    "SmokeOptions": "dflash_tools.smoke.options",
+    "resolve_options": "dflash_tools.smoke.options",
+    "smoke_test": "dflash_tools.smoke.run",
+}
 
 
 def __getattr__(name: str) -> Any:
@@ -43,4 +75,8 @@ def __getattr__(name: str) -> Any:
         from dflash_tools import convert
 
         return getattr(convert, name)
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(name)

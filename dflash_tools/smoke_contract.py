@@ -67,7 +67,7 @@ Result (`SmokeResult`)
 schema_version          1
 ok                      true when the run completed and the numbers below are valid
 error                   one-line message when ok is false, else null
-engine                  "vllm" | "torch"
+engine                  "vllm" | "torch"; a server measurement: "vllm-server" | "sglang-server"
 num_drafts              draft steps (vLLM `spec_decode_num_drafts`): verify steps with drafts,
                         counted per request
 num_draft_tokens        proposed tokens (`spec_decode_num_draft_tokens`)
@@ -103,6 +103,28 @@ prefix_caching          with `prefix_caching_check`: {"measured": PASS, "other":
                         "continuation_accepted_per_position": [int] | null (its speculative-
                         decoding counters over that pass)}; or {"error": message} when the check
                         could not run
+
+Optional result keys of a server measurement (`smoke-test --server`; engine "vllm-server" or
+"sglang-server"; docs/smoke-test.md, "Servers: vLLM and SGLang"):
+acceptance_lengths      both definitions side by side: {"vllm": DEF, "sglang": DEF} where DEF is
+                        {"name": "vLLM mean acceptance length (1 + accepted / drafts)" or
+                        "SGLang accept length (completion tokens / verify steps)", "formula",
+                        "pooled": float | null (over all requests), "mean_per_request": float |
+                        null (the unweighted mean of per-request values, where the server reports
+                        per request), "source": where the numbers come from}.
+                        `mean_acceptance_length` stays vLLM's definition, pooled: the one the
+                        floor is judged in
+per_position            {"available": bool, "source", "note"}: where `accepted_per_position` comes
+                        from (vLLM's per-position counters, SGLang's histogram of accepted drafts
+                        per step), or why it is not available (then `accepted_per_position` is [])
+protocol                the sampling protocol of the run (smoke.protocols `Protocol.to_dict()`:
+                        name, summary, temperature, top_p, top_k, chat, chat_template_kwargs, ...)
+dataset                 where the prompts came from (smoke.datasets `DatasetPrompts.to_dict()`),
+                        when a dataset supplied them
+`engine_details` of a server measurement also holds: server, server_engine ("vllm" | "sglang"),
+detected_by, model, concurrency; for SGLang server_version, speculative_algorithm,
+speculative_num_draft_tokens, draft_model, requests_without_verify_step, and where available
+lifetime_avg_spec_accept_length and metrics_cross_check (each {value or numbers, "note"})
 """
 
 from __future__ import annotations
@@ -182,6 +204,10 @@ class SmokeResult(TypedDict):
     output_texts: NotRequired[list[str]]
     draft_time_s: NotRequired[float | None]
     prefix_caching: NotRequired[dict[str, Any]]
+    acceptance_lengths: NotRequired[dict[str, Any]]
+    per_position: NotRequired[dict[str, Any]]
+    protocol: NotRequired[dict[str, Any]]
+    dataset: NotRequired[dict[str, Any]]
 
 
 class ContractError(ValueError):
@@ -244,6 +270,10 @@ _RESULT_OPTIONAL: dict[str, tuple[type, ...]] = {
     "output_texts": (list,),
     "draft_time_s": (int, float, type(None)),
     "prefix_caching": (dict,),
+    "acceptance_lengths": (dict,),
+    "per_position": (dict,),
+    "protocol": (dict,),
+    "dataset": (dict,),
 }
 
 

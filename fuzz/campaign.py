@@ -981,11 +981,11 @@ class Campaign:
         rng = self.rng
         seed = rng.choice(self.tiny_seeds)
         tree = copy.deepcopy(seed.config)
-        family = detect(tree)
+        dialect = detect(tree)
         kind = rng.choice(["table", "table", "table", "duplicate", "surrogate", "deep", "list-block"])
         expect, path = "named", ""
-        if kind == "table" and family is not None:
-            present = list(config_keys.located(tree, family.family))
+        if kind == "table" and dialect is not None:
+            present = list(config_keys.located(tree, dialect.spec))
             entry, path, old = rng.choice(present)
             value = rng.choice([v for v in HAZARD_VALUES if not (v == old and type(v) is type(old))] or [None])
             set_path(tree, tuple(path.split(".")), value)

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import typer
 
-from dflash_tools.cli._output import safe_text, stderr_console, write_json
-from dflash_tools.errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, DflashToolsError
+from dflash_tools.cli._output import reset_documents, safe_text, stderr_console, write_json
+from dflash_tools.cli._signals import Interrupted
+from dflash_tools.errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, DflashToolsError, UsageError
 
 __all__ = ["EXIT_FINDINGS", "EXIT_OK", "EXIT_USAGE", "error_document", "handle_errors", "json_requested"]
 
@@ -43,6 +45,13 @@ def error_document(
     return document
 
 
+def refuse_empty_names(option: str, values: list[str] | None, choices: list[str]) -> None:
+    """An empty name (`--engine ''`, `--engine 'vllm,'`) is a usage error, not "no engine asked"."""
+    for value in values or []:
+        if not value.strip() or any(not part.strip() for part in value.split(",")):
+            raise UsageError(f"{option} {value!r}: an empty engine name", f"choose from: {', '.join(choices)}")
+
+
 def json_requested(argv: list[str]) -> bool:
     """Whether a command line asked for JSON, read before (or without) option parsing."""
     if "--json" in argv or any(arg in ("--format=json", "-fjson") for arg in argv):
@@ -67,6 +76,7 @@ def handle_errors(command: str = "", *, json_output: bool = False, source: Any =
         report_error(message, hint)
         return typer.Exit(code)
 
+    reset_documents()
     try:
         yield
     except typer.Exit:
@@ -77,8 +87,10 @@ def handle_errors(command: str = "", *, json_output: bool = False, source: Any =
         findings = getattr(exc, "findings", None)
         extra = {"findings": [f.to_dict() for f in findings]} if findings else {}
         raise fail(exc.message, exc.hint, exc.exit_code, exc.kind, **extra) from None
-    except KeyboardInterrupt:
-        raise fail("interrupted", "", 130, "interrupted") from None
+    except KeyboardInterrupt as exc:
+        # Ctrl-C, or SIGTERM / SIGHUP (`_signals`): the cleanups have run on the way here.
+        stop = exc if isinstance(exc, Interrupted) else Interrupted(signal.SIGINT)
+        raise fail(stop.message, "run the command again to finish it", stop.exit_code, "interrupted") from None
     except OSError as exc:
         # The file system said no (permissions, an immutable file, a read-only mount, a full
         # disk): the user's to fix, not a bug. Staging folders are already cleaned up.

@@ -14,7 +14,8 @@ as `cls=` (its documented way to customize a command), and nothing here imports 
 - options are grouped under their `rich_help_panel=` (typer's own option attribute; the panel
   names are in `_options.Panel`), panels in the order they first appear, the rest under
   "Options";
-- metavars say what to type: TEXT, INTEGER, FLOAT, PATH, or the choices as `[a|b]`.
+- metavars say what to type: TEXT, INTEGER, FLOAT, PATH, or the choices as `[a|b]`;
+- engine release names come from the engine tables (`expand`), never from a literal here.
 """
 
 from __future__ import annotations
@@ -34,6 +35,31 @@ TERM_COLUMN = 30  # the widest option column; longer ones put their help on the 
 # typer's `  [default: 10.0; x>=0.1]` after an option's help; _NBSP keeps each item whole.
 _EXTRAS = re.compile(r"  (\[[^\[\]]*\])$")
 _NBSP = "\xa0"
+
+
+# Markers a help text may hold, filled from the engine tables (`dflash_tools.engine_rules`).
+RELEASE_MARKERS = ("{releases}", "{newest}", "{newest_vllm}")
+
+
+def expand(text: str) -> str:
+    """A help text with its release markers filled: `{releases}` every table (`vllm==X.Y.Z`, ...),
+    `{newest}` each engine named alone for its newest table (`vllm` alone is the installed one),
+    `{newest_vllm}` the newest vLLM table. The tables are imported only for a page that shows
+    one (a few milliseconds: the root page and most commands do without)."""
+    if not any(marker in text for marker in RELEASE_MARKERS):
+        return text
+    from dflash_tools.engine_rules import ENGINE_RULES, latest
+
+    engines = sorted({rules.engine for rules in ENGINE_RULES.values()} - {"vllm"})
+    newest_vllm = latest("vllm")
+    values = {
+        "{releases}": ", ".join(ENGINE_RULES),
+        "{newest}": ", ".join(f"{engine} (its newest table)" for engine in engines),
+        "{newest_vllm}": newest_vllm.spec if newest_vllm is not None else "vllm",
+    }
+    for marker, value in values.items():
+        text = text.replace(marker, value)
+    return text
 
 
 def metavar(display: str) -> str:
@@ -113,9 +139,9 @@ def _option_sections(command: Any, ctx: Any) -> list[tuple[str, list[tuple[str, 
             continue
         if param.param_type_name == "argument":
             # An argument is its metavar (SOURCE); typer appends the type, which says nothing more.
-            arguments.append((_TYPE_DISPLAY.sub("", record[0]).strip(), record[1]))
+            arguments.append((_TYPE_DISPLAY.sub("", record[0]).strip(), expand(record[1])))
             continue
-        row = (_term(record[0]), record[1])
+        row = (_term(record[0]), expand(record[1]))
         panels.setdefault(getattr(param, "rich_help_panel", None) or "Options", []).append(row)
     sections = [("Arguments", arguments)] if arguments else []
     # Options without a panel (--help, the root's --version) come last, after the command's own.
@@ -141,7 +167,7 @@ class _Layout:
         if self.help:
             formatter.write_paragraph()
             with formatter.indentation():
-                write_text(formatter, self.help)
+                write_text(formatter, expand(self.help))
 
     def format_options(self, ctx: Any, formatter: Any) -> None:
         _write_sections(formatter, _option_sections(self, ctx))

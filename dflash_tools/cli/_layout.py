@@ -6,6 +6,11 @@ string, breaking only at spaces and between ` · `-separated segments, and print
 `soft_wrap=True` so rich neither wraps, crops nor pads it. A table is used only when every cell
 fits on one line at the console's width; otherwise the same rows are printed as one block per
 row. A single word wider than the console stays whole on its own line.
+
+Command lines (fixes, launch lines) are printed to be pasted: broken between shell words with a
+` \\` continuation when wider than the console (`command_lines`), never inside a word, so the
+shell joins them back into exactly the same command; a word holding a control character is
+written in bash's `$'...'` quoting, which is inert on the terminal and pastes as the same bytes.
 """
 
 from __future__ import annotations
@@ -22,18 +27,22 @@ from rich.segment import Segment, Segments
 from rich.table import Table
 from rich.text import Text
 
-from dflash_tools.cli._output import SEVERITY_STYLE, printable
+from dflash_tools.cli._output import SEVERITY_STYLE, UNSAFE_TEXT, printable
+from dflash_tools.cli._usage import PLACEHOLDERS
 
 SEPARATOR = " · "
-# Spaces inside `backtick` spans are made unbreakable while wrapping, so a quoted command or key
-# never splits across lines; textwrap only breaks at ASCII whitespace.
+# Spaces inside `backtick` spans and [bracketed lists] are made unbreakable while wrapping, so a
+# quoted command, a key or a shape such as [2, 4] never splits across lines; textwrap only breaks
+# at ASCII whitespace.
 _NBSP = "\xa0"
-_QUOTED = re.compile(r"`[^`]*`")
+_QUOTED = re.compile(r"`[^`]*`|\[[^\[\]`]{0,60}\]")
 # `K_max = 7`, `a → b`: a value stays on the line of the name it belongs to.
 _BOUND = re.compile(r"(?<=\S) (=|→|×) (?=\S)")
-# A hint's command: a backtick span that starts with our program name and has arguments.
-_COMMAND = re.compile(r"`(dflash-tools\s+(?:inspect|convert|plan|smoke-test|examples)\s+[^`]+)`")
-_PLACEHOLDER = re.compile(r"(?<![\w./-])(?:N|SRC|OUT|REPO|PATH)(?![\w./-])")
+# A hint's command: a backtick span that starts with our program name and has arguments. Its
+# words may be shell-quoted ('a `b` c'), so a quoted word may hold a backtick.
+_COMMAND = re.compile(
+    r"`(dflash-tools\s+(?:inspect|convert|plan|smoke-test|examples)\s+(?:'[^']*'|\"(?:[^\"\\]|\\.)*\"|[^`'\"])+)`"
+)
 
 
 def console_width(console: Console) -> int:
@@ -126,14 +135,144 @@ class Fix:
     command: str
 
     @property
+    def placeholders(self) -> list[str]:
+        """The words the user must replace before running it (`--block-size N`: N)."""
+        return [word for word in shell_words(self.command) if word in PLACEHOLDERS]
+
+    @property
     def complete(self) -> bool:
         """False for a template with a value the user must choose (`--block-size N`)."""
-        return _PLACEHOLDER.search(self.command) is None
+        return not self.placeholders
 
 
 def hint_commands(hint: str) -> list[str]:
-    """The runnable `dflash-tools …` commands quoted in a hint."""
-    return [" ".join(match.group(1).split()) for match in _COMMAND.finditer(hint)]
+    """The runnable `dflash-tools …` commands quoted in a hint, one space between their words."""
+    return [" ".join(shell_words(match.group(1))) for match in _COMMAND.finditer(hint)]
+
+
+# --- command lines: words, quoting, continuation lines -------------------------------------
+
+
+def shell_words(command: str) -> list[str]:
+    """The words of a POSIX shell line as written (their quotes kept), split at unquoted blanks."""
+    words: list[str] = []
+    current: list[str] = []
+    quote = ""
+    index = 0
+    while index < len(command):
+        char = command[index]
+        if quote == "'":
+            current.append(char)
+            if char == "'":
+                quote = ""
+        elif quote == '"':
+            current.append(char)
+            if char == "\\" and index + 1 < len(command):
+                index += 1
+                current.append(command[index])
+            elif char == '"':
+                quote = ""
+        elif char == "\\" and index + 1 < len(command):
+            current += [char, command[index + 1]]
+            index += 1
+        elif char in " \t\n":
+            if current:
+                words.append("".join(current))
+                current = []
+        else:
+            if char in "'\"":
+                quote = char
+            current.append(char)
+        index += 1
+    if current:
+        words.append("".join(current))
+    return words
+
+
+def ansi_c_quoted(value: str) -> str:
+    """`value` in bash's `$'...'` quoting: every control character as an escape, so the word is
+    inert on a terminal and a paste gives the program exactly `value` (bash, zsh, ksh)."""
+    out = []
+    for char in value:
+        code = ord(char)
+        if char in "\\'":
+            out.append("\\" + char)
+        elif 0xDC80 <= code <= 0xDCFF:  # a byte of a file name that is not UTF-8 (surrogateescape)
+            out.append(f"\\x{code - 0xDC00:02x}")
+        elif UNSAFE_TEXT.fullmatch(char):
+            out.append(f"\\x{code:02x}" if code < 0x80 else f"\\u{code:04x}")
+        else:
+            out.append(char)
+    return "$'" + "".join(out) + "'"
+
+
+def displayed_word(word: str) -> str:
+    """A shell word as printed: as written, or `$'...'` when it holds a character that is unsafe
+    on a terminal (a path with an escape sequence or a newline in its name)."""
+    if not UNSAFE_TEXT.search(word):
+        return word
+    import shlex
+
+    try:
+        values = shlex.split(word)
+    except ValueError:
+        return printable(word)
+    return ansi_c_quoted(values[0]) if len(values) == 1 else printable(word)
+
+
+CONTINUATION = " \\"
+CONTINUATION_INDENT = "    "
+
+
+def command_lines(command: str, width: int) -> list[str]:
+    """`command` as lines of at most `width` columns that paste as one command: broken between
+    words, each line but the last ending in ` \\`, the next indented; never inside a word (one
+    wider than a line stands alone on its own line). One line when it fits."""
+    words = [displayed_word(word) for word in shell_words(command)]
+    if not words:
+        return [""]
+    if len(" ".join(words)) <= width:
+        return [" ".join(words)]
+    # An option and its value stay on one line when they fit (`-o ./out`, `--max-model-len 4096`).
+    units: list[list[str]] = []
+    for word in words:
+        previous = units[-1] if units else None
+        if (
+            previous is not None
+            and len(previous) == 1
+            and previous[0].startswith("-")
+            and "=" not in previous[0]
+            and not word.startswith("-")
+        ):
+            previous.append(word)
+        else:
+            units.append([word])
+    room = width - len(CONTINUATION_INDENT) - len(CONTINUATION)
+    pieces = [piece for unit in units for piece in ([" ".join(unit)] if len(" ".join(unit)) <= room else unit)]
+    lines: list[str] = []
+    current = pieces[0]
+    for piece in pieces[1:]:
+        if len(current) + 1 + len(piece) + len(CONTINUATION) <= width:
+            current += " " + piece
+            continue
+        lines.append(current + CONTINUATION)
+        current = CONTINUATION_INDENT + piece
+    lines.append(current)
+    return lines
+
+
+def print_command(console: Console, command: str, *, commented: bool = False) -> None:
+    """A command whole and pasteable at the console's width (`command_lines`); `commented`
+    prints every line after `# `, for a line shown but not to be run as it is."""
+    width = console_width(console) - (2 if commented else 0)
+    for line in command_lines(command, width):
+        print_line(console, ("# " + line) if commented else line, style="dim" if commented else None)
+
+
+def print_comment(console: Console, text: str, style: str = "dim") -> None:
+    """A `# ...` note, wrapped at words, every line a shell comment."""
+    for line in wrap_words(text, console_width(console), "#   ", first_indent="# "):
+        print_line(console, line, style=style)
 
 
 def print_findings(console: Console, findings: Sequence[dict[str, object]], fixes: list[Fix]) -> None:
@@ -151,14 +290,16 @@ def print_findings(console: Console, findings: Sequence[dict[str, object]], fixe
             if index == 0:
                 text.stylize(SEVERITY_STYLE.get(severity, ""), 0, len(code) + 1 + len(severity))
             print_line(console, text)
-        hint = printable(finding.get("hint") or "")
-        if not hint:
+        raw_hint = str(finding.get("hint") or "")
+        if not raw_hint:
             continue
 
-        def number(match: re.Match[str], code: str = code) -> str:
-            command = " ".join(match.group(1).split())
+        def number_of(text: str, code: str = code) -> str:
+            command = " ".join(shell_words(text))
             for index, fix in enumerate(fixes):
                 if fix.command == command:
+                    if code not in fix.code.split(", "):
+                        fixes[index] = replace(fix, code=f"{fix.code}, {code}")
                     return f"fix {fix.number} below"
                 merged = merge_convert_commands(fix.command, command)
                 if merged is not None:
@@ -167,7 +308,9 @@ def print_findings(console: Console, findings: Sequence[dict[str, object]], fixe
             fixes.append(Fix(len(fixes) + 1, code, command))
             return f"fix {len(fixes)} below"
 
-        hint = _COMMAND.sub(number, hint)
+        # The commands are taken from the hint as written (their words exact), the rest made printable.
+        parts = _COMMAND.split(raw_hint)
+        hint = "".join(number_of(part, code) if index % 2 else printable(part) for index, part in enumerate(parts))
         for line in wrap_words("→ " + hint, width, indent + "  ", first_indent=indent):
             print_line(console, line, style="dim")
 
@@ -179,7 +322,7 @@ def merge_convert_commands(first: str, second: str) -> str | None:
     flags; pasted one after the other, the second would stop at "OUT exists". Their flags only add
     to each other (each names a value convert writes), so the union is the command to run, unless
     one flag's `--no-` form stands in the other command."""
-    first_words, second_words = first.split(), second.split()
+    first_words, second_words = shell_words(first), shell_words(second)
     base = 5  # dflash-tools convert SRC -o OUT
     if len(first_words) < base or first_words[:2] != ["dflash-tools", "convert"]:
         return None
@@ -196,14 +339,16 @@ def merge_convert_commands(first: str, second: str) -> str | None:
 
 
 def print_fixes(console: Console, fixes: Sequence[Fix]) -> None:
-    """Each fix as a plain shell line, whole, preceded by a `#` comment saying what it is for."""
+    """Each fix as a shell command, whole (`print_command`), after a `#` comment saying what it is
+    for and naming any placeholder to replace."""
     if not fixes:
         return
     print_line(console, "fix (copy a command line and run it):", style="bold")
     for fix in fixes:
-        note = "" if fix.complete else "; replace the capitalized placeholder first"
-        print_line(console, f"# fix {fix.number} ({fix.code}){note}", style="dim")
-        print_line(console, fix.command)
+        placeholders = fix.placeholders
+        note = f": replace {', '.join(dict.fromkeys(placeholders))} first" if placeholders else ""
+        print_comment(console, f"fix {fix.number} ({fix.code}){note}")
+        print_command(console, fix.command)
 
 
 # --- tables that become blocks when they do not fit ----------------------------------------

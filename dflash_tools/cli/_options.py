@@ -1,13 +1,21 @@
-"""Options every command shares, declared once so their names, help and env vars never drift.
+"""Options the commands share, declared once so that a name has one type and one help text
+everywhere (as huggingface_hub's `RepoIdArg` / `RevisionOpt` / `TokenOpt`), and `command_for`,
+which turns a command's `Args` dataclass into the function typer registers.
 
 This module is on the `--help` path: it imports typer and nothing else of weight (no rich, no
 core module). An option's `rich_help_panel` names the group it is listed under in `--help`
 (`_help.py` lays the page out); use the panel names below so the same option sits in the same
-group in every command.
+group in every command. A help text may name engine releases through the markers of
+`_help.RELEASE_MARKERS` (`{releases}`, ...): they are filled from the engine tables
+(`dflash_tools.engine_rules`) only when a page that shows them is printed.
 """
 
+import dataclasses
+import importlib
+import inspect
+from collections.abc import Callable
 from enum import StrEnum
-from typing import Annotated
+from typing import Annotated, Any, TypeVar, dataclass_transform
 
 import typer
 
@@ -20,9 +28,68 @@ class OutputFormat(StrEnum):
 class Panel:
     """Option groups shared by several commands (a command may add its own)."""
 
+    WHAT = "What to check"
     HUB = "Hugging Face Hub"
     OUTPUT = "Output"
 
+
+# --- what to check: the target, the drafts, K, the engine releases ------------------------------
+
+TargetOption = Annotated[
+    str | None,
+    typer.Option(
+        "--target", "-t", help="Target model: a Hub repo id, a folder or example:NAME.", rich_help_panel=Panel.WHAT
+    ),
+]
+DraftsOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--draft",
+        "-d",
+        help="Draft checkpoint: a Hub repo id, a folder or example:NAME (repeatable).",
+        show_default=False,
+        rich_help_panel=Panel.WHAT,
+    ),
+]
+PresetOption = Annotated[
+    str | None,
+    typer.Option(
+        "--preset",
+        help="A preset, by name (configs/presets) or a .json file: the target, drafts, K and engine settings; "
+        "options given here win.",
+        rich_help_panel=Panel.WHAT,
+    ),
+]
+# One type for every command: K as typed, parsed by `serving.k_values` (smoke-test runs a list or
+# a range as a K sweep; inspect and plan take one K and refuse a list with a usage error).
+KOption = Annotated[
+    str | None,
+    typer.Option(
+        "-k",
+        "--num-speculative-tokens",
+        metavar="K",
+        help="K, the tokens drafted per step (default: the draft's trained K); smoke-test also runs a list "
+        "3,5,7 or a range 3-7 (a K sweep).",
+        show_default=False,
+        rich_help_panel=Panel.WHAT,
+    ),
+]
+# The names are the core's (`serving.engine_view.engine_choices()`, checked when the command
+# runs), filled from the tables when the page is shown; tests/cli/test_help.py compares them.
+EngineReleasesOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--engine",
+        metavar="ENGINE",
+        help="Engine releases, whose rules apply whether or not they are installed here: {releases}; "
+        "{newest}; all (every one); or vllm (the vLLM installed in this Python environment). Repeat it or "
+        "separate names with commas (plan's default: all).",
+        show_default=False,
+        rich_help_panel=Panel.WHAT,
+    ),
+]
+
+# --- the Hugging Face Hub -----------------------------------------------------------------------
 
 TokenOption = Annotated[
     str | None,
@@ -34,6 +101,10 @@ TokenOption = Annotated[
         rich_help_panel=Panel.HUB,
     ),
 ]
+RevisionOption = Annotated[
+    str | None,
+    typer.Option("--revision", help="Hub branch, tag or commit of each draft (SOURCE).", rich_help_panel=Panel.HUB),
+]
 TargetRevisionOption = Annotated[
     str | None, typer.Option("--target-revision", help="Hub revision of the target.", rich_help_panel=Panel.HUB)
 ]
@@ -42,6 +113,9 @@ HubTimeoutOption = Annotated[
     float,
     typer.Option("--timeout", min=0.1, help="Seconds for each Hub request.", rich_help_panel=Panel.HUB),
 ]
+
+# --- output -------------------------------------------------------------------------------------
+
 FormatOption = Annotated[
     OutputFormat,
     typer.Option(
@@ -53,6 +127,52 @@ FormatOption = Annotated[
     ),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Shorthand for --format json.", rich_help_panel=Panel.OUTPUT)]
+QuietOption = Annotated[
+    bool,
+    typer.Option(
+        "--quiet",
+        "-q",
+        help="Human output: only the verdict and what needs attention (findings, warnings, launch lines).",
+        rich_help_panel=Panel.OUTPUT,
+    ),
+]
 NoColorOption = Annotated[
     bool, typer.Option("--no-color", help="No colour (also: NO_COLOR).", rich_help_panel=Panel.OUTPUT)
 ]
+
+
+# --- the command function -----------------------------------------------------------------------
+
+ArgsClass = TypeVar("ArgsClass", bound=type)
+
+
+@dataclass_transform(frozen_default=True)
+def args_dataclass(cls: ArgsClass) -> ArgsClass:
+    """Declare a command's options: a frozen dataclass whose fields are `Annotated` typer options
+    with their defaults. It is made a dataclass when the command runs (`command_for`), not when
+    the module is imported: generating a dataclass's methods costs a few milliseconds per
+    command on every `--help`, and typer needs only the annotations and defaults."""
+    return cls
+
+
+def command_for(args_class: type, run_module: str) -> Callable[..., None]:
+    """The function typer registers for a command whose options are the fields of `args_class`
+    (declared with `args_dataclass`): typer reads its signature, and calling it packs the parsed
+    values into one frozen `args_class` for `dflash_tools.cli.<run_module>.run(args)`, which is
+    imported only when the command runs."""
+    annotations = dict(args_class.__annotations__)
+
+    def command(**values: Any) -> None:
+        if not dataclasses.is_dataclass(args_class):
+            dataclasses.dataclass(frozen=True)(args_class)
+        run = importlib.import_module(f"dflash_tools.cli.{run_module}").run
+        run(args_class(**values))
+
+    parameters = [
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=getattr(args_class, name), annotation=kind)
+        for name, kind in annotations.items()
+    ]
+    command.__signature__ = inspect.Signature(parameters, return_annotation=None)  # type: ignore[attr-defined]
+    command.__annotations__ = {**annotations, "return": None}
+    command.__name__ = command.__qualname__ = f"{run_module.removesuffix('_run')}_command"
+    return command

@@ -1,11 +1,12 @@
 """The root typer app and its commands.
 
 Each command is two modules, so that `--help` and the commands that are not run cost nothing:
-`NAME_cmd.py` declares the command (its options, help text and `register(app)`) and imports only
-typer, `_options` and `_help`; its function hands the parsed options to `NAME_run.run()`, which
-is imported only when the command runs and does the work (calls the core, renders). Adding a
-command: write both modules and add it to `register_commands`. Adding an option: declare it in
-`NAME_cmd.py` (with a `rich_help_panel`) and take it as a keyword in `NAME_run.run()`.
+`NAME_cmd.py` declares the command (its help text, its options as the fields of one `NAMEArgs`
+class, and `register(app)`) and imports only typer, `_options` and `_help`; `_options.command_for`
+hands the parsed options, packed into one frozen `NAMEArgs`, to `NAME_run.run(args)`, which is
+imported only when the command runs, calls the command's core entry point and renders. Adding a
+command: write both modules and add it to `register_commands`. Adding an option: one field of
+`NAMEArgs` (with a `rich_help_panel`; a shared one from `_options`).
 docs/development.md has the details; tests/cli/test_help.py checks the rules.
 """
 

@@ -1,4 +1,4 @@
-"""`dflash-tools convert`: the options and help; the work is in `convert_run` (see `app.py`)."""
+"""`dflash-tools convert`: the options (`ConvertArgs`) and help; the work is in `convert_run` (see `app.py`)."""
 
 from typing import Annotated, Literal
 
@@ -12,7 +12,12 @@ from dflash_tools.cli._options import (
     NoColorOption,
     OutputFormat,
     Panel,
+    QuietOption,
+    RevisionOption,
+    TargetOption,
     TokenOption,
+    args_dataclass,
+    command_for,
 )
 
 HELP = """Normalize a draft checkpoint, or translate it between z-lab and speculators form.
@@ -37,7 +42,8 @@ Examples:
 EPILOG = (
     "Exit codes: 0 converted (or, with --check, nothing would change); 1 --check found changes, "
     "or the conversion was refused (conflicting values: the message names the flag that settles "
-    "them; a conversion that would change behaviour; new errors in the result) or failed; "
+    "them; a conversion that would change behaviour; new errors in the result) or failed, or the "
+    "written checkpoint still has error findings convert cannot fix (--allow-errors accepts them); "
     "2 usage error (e.g. --in-place with -o, a non-empty OUT without --force, --in-place on the "
     "Hugging Face cache) or a source that cannot be found or reached."
 )
@@ -46,23 +52,15 @@ WHERE = "Where to write"
 WHAT = "What to write"
 
 
-def register(app: typer.Typer) -> None:
-    app.command(
-        "convert",
-        cls=Command,
-        help=HELP,
-        short_help="Normalize a draft, or translate it (z-lab <-> speculators).",
-        epilog=EPILOG,
-        no_args_is_help=True,
-    )(convert_command)
+@args_dataclass
+class ConvertArgs:
+    """The options of `convert`, as parsed."""
 
-
-def convert_command(
     # Optional to typer only: a required argument renders as `{SOURCE}` in typer's usage line.
     source: Annotated[
         str | None,
         typer.Argument(metavar="SOURCE", help="Checkpoint folder, Hub repo id or example:NAME.", show_default=False),
-    ] = None,
+    ] = None
     output: Annotated[
         str | None,
         typer.Option(
@@ -73,7 +71,7 @@ def convert_command(
             show_default=False,
             rich_help_panel=WHERE,
         ),
-    ] = None,
+    ] = None
     in_place: Annotated[
         bool,
         typer.Option(
@@ -81,19 +79,19 @@ def convert_command(
             help="Rewrite SOURCE itself (a plain local folder; NAME.bak backups kept).",
             rich_help_panel=WHERE,
         ),
-    ] = False,
+    ] = False
     dry_run: Annotated[
         bool,
         typer.Option(
             "--dry-run", help="Print the plan and the config.json diff; write nothing.", rich_help_panel=WHERE
         ),
-    ] = False,
+    ] = False
     check: Annotated[
         bool,
         typer.Option(
             "--check", help="Write nothing; exit 1 if anything would change (a CI gate).", rich_help_panel=WHERE
         ),
-    ] = False,
+    ] = False
     force: Annotated[
         bool,
         typer.Option(
@@ -101,17 +99,26 @@ def convert_command(
             help="Replace a non-empty OUT or old backups; let a flag override an explicit value.",
             rich_help_panel=WHERE,
         ),
-    ] = False,
+    ] = False
+    allow_errors: Annotated[
+        bool,
+        typer.Option(
+            "--allow-errors",
+            help="Exit 0 (and push) even when the written checkpoint still has error findings convert cannot fix; "
+            "without it that exits 1.",
+            rich_help_panel=WHERE,
+        ),
+    ] = False
     backup: Annotated[
         bool,
         typer.Option(
             "--backup/--no-backup", help="With --in-place: keep NAME.bak of every replaced file.", rich_help_panel=WHERE
         ),
-    ] = True,
+    ] = True
     link_mode: Annotated[
         Literal["auto", "hardlink", "copy", "symlink"],
         typer.Option("--link-mode", help="How unchanged weights reach OUT.", rich_help_panel=WHERE),
-    ] = "auto",
+    ] = "auto"
     to: Annotated[
         Literal["zlab", "speculators"] | None,
         typer.Option(
@@ -120,18 +127,19 @@ def convert_command(
             show_default=False,
             rich_help_panel=WHAT,
         ),
-    ] = None,
+    ] = None
     for_engines: Annotated[
         list[str] | None,
         typer.Option(
             "--for",
             metavar="ENGINE",
+            # Release names from the tables when the page is shown (`_help.expand`).
             help="Write what this engine release reads (sglang: z-lab form) and refuse a draft it cannot serve as "
-            "trained: sglang, vllm==0.33.0, vllm==0.34.0, all. Repeat it or separate names with commas.",
+            "trained: {releases}; {newest}; all. Repeat it or separate names with commas.",
             show_default=False,
             rich_help_panel=WHAT,
         ),
-    ] = None,
+    ] = None
     block_size: Annotated[
         int | None,
         typer.Option(
@@ -141,7 +149,7 @@ def convert_command(
             show_default=False,
             rich_help_panel=WHAT,
         ),
-    ] = None,
+    ] = None
     sample_from_anchor: Annotated[
         bool | None,
         typer.Option(
@@ -150,21 +158,11 @@ def convert_command(
             show_default=False,
             rich_help_panel=WHAT,
         ),
-    ] = None,
-    target: Annotated[
-        str | None,
-        typer.Option(
-            "--target",
-            "-t",
-            help="Target model (folder or repo id): recorded as the verifier, and checked.",
-            rich_help_panel=WHAT,
-        ),
-    ] = None,
-    revision: Annotated[
-        str | None, typer.Option("--revision", help="Hub branch, tag or commit of SOURCE.", rich_help_panel=Panel.HUB)
-    ] = None,
-    token: TokenOption = None,
-    timeout: HubTimeoutOption = 10.0,
+    ] = None
+    target: TargetOption = None
+    revision: RevisionOption = None
+    token: TokenOption = None
+    timeout: HubTimeoutOption = 10.0
     push_to_hub: Annotated[
         str | None,
         typer.Option(
@@ -174,7 +172,7 @@ def convert_command(
             show_default=False,
             rich_help_panel=Panel.HUB,
         ),
-    ] = None,
+    ] = None
     pr: Annotated[
         bool,
         typer.Option(
@@ -182,7 +180,7 @@ def convert_command(
             help="--no-pr: commit directly (creating the repo if needed) instead of opening a pull request.",
             rich_help_panel=Panel.HUB,
         ),
-    ] = True,
+    ] = True
     commit_message: Annotated[
         str | None,
         typer.Option(
@@ -191,18 +189,19 @@ def convert_command(
             show_default=False,
             rich_help_panel=Panel.HUB,
         ),
-    ] = None,
-    output_format: FormatOption = OutputFormat.HUMAN,
-    json_flag: JsonOption = False,
-    quiet: Annotated[
-        bool,
-        typer.Option(
-            "--quiet", "-q", help="Human output: only warnings and the last line.", rich_help_panel=Panel.OUTPUT
-        ),
-    ] = False,
-    no_color: NoColorOption = False,
-) -> None:
-    options = dict(locals())  # exactly the parameters above
-    from dflash_tools.cli import convert_run  # the work, imported only when the command runs
+    ] = None
+    output_format: FormatOption = OutputFormat.HUMAN
+    json_flag: JsonOption = False
+    quiet: QuietOption = False
+    no_color: NoColorOption = False
 
-    convert_run.run(**options)
+
+def register(app: typer.Typer) -> None:
+    app.command(
+        "convert",
+        cls=Command,
+        help=HELP,
+        short_help="Normalize a draft, or translate it (z-lab <-> speculators).",
+        epilog=EPILOG,
+        no_args_is_help=True,
+    )(command_for(ConvertArgs, "convert_run"))

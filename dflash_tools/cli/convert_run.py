@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
-from rich.table import Table
 from rich.text import Text
 
-from dflash_tools.cli._errors import handle_errors
-from dflash_tools.cli._layout import console_width, print_line, print_unpadded, table_or_blocks, unbroken, wrap_words
+from dflash_tools.cli._errors import handle_errors, refuse_empty_names
+from dflash_tools.cli._layout import console_width, print_line, table_or_blocks, unbroken, wrap_words
 from dflash_tools.cli._output import (
     SEVERITY_STYLE,
     OutputFormat,
@@ -26,86 +25,82 @@ from dflash_tools.errors import EXIT_FINDINGS, EXIT_OK, UsageError
 from dflash_tools.files.atomic import LinkMode
 from dflash_tools.findings import Severity
 
+if TYPE_CHECKING:
+    from dflash_tools.cli.convert_cmd import ConvertArgs
 
-def run(
-    *,
-    source: str | None,
-    output: str | None,
-    in_place: bool,
-    dry_run: bool,
-    check: bool,
-    force: bool,
-    backup: bool,
-    link_mode: str,
-    to: str | None,
-    for_engines: list[str] | None,
-    block_size: int | None,
-    sample_from_anchor: bool | None,
-    target: str | None,
-    revision: str | None,
-    token: str | None,
-    timeout: float,
-    push_to_hub: str | None,
-    pr: bool,
-    commit_message: str | None,
-    output_format: OutputFormat,
-    json_flag: bool,
-    quiet: bool,
-    no_color: bool,
-) -> None:
+
+def run(args: ConvertArgs) -> None:
     """Run `dflash-tools convert` with the options `convert_cmd` parsed."""
-    fmt = OutputFormat.JSON if json_flag else output_format
-    with handle_errors("convert", json_output=fmt is OutputFormat.JSON, source=source):
-        if not source:
+    fmt = OutputFormat.JSON if args.json_flag else args.output_format
+    with handle_errors("convert", json_output=fmt is OutputFormat.JSON, source=args.source):
+        if not args.source:
             raise UsageError("no SOURCE given", "pass a checkpoint folder, a Hub repo id or example:NAME")
-        _check_usage(output, in_place, to, backup, check, dry_run)
-        if token and "HF_TOKEN" not in os.environ:
-            stderr_console(no_color).print(
+        _check_usage(args.output, args.in_place, args.to, args.backup, args.check, args.dry_run)
+        if args.token and "HF_TOKEN" not in os.environ:
+            stderr_console(args.no_color).print(
                 "[yellow]warning:[/yellow] --token on the command line is visible to other users; prefer HF_TOKEN"
             )
         from dflash_tools.convert import convert_checkpoint
         from dflash_tools.serving.engine_view import engine_choices, resolve_engine_specs
 
+        refuse_empty_names("--for", args.for_engines, engine_choices())
         try:
-            engines, installed = resolve_engine_specs(for_engines or [])
+            engines, installed = resolve_engine_specs(args.for_engines or [])
         except ValueError as exc:
             raise UsageError(f"--for {exc}", f"choose from: {', '.join(engine_choices())}") from None
         if installed:
+            from dflash_tools.engine_rules import ENGINE_RULES
+
+            vllm = [spec for spec, rules in ENGINE_RULES.items() if rules.engine == "vllm"]
             raise UsageError(
                 "--for vllm: name the release the draft will be served with",
-                "pass --for vllm==0.33.0 or --for vllm==0.34.0",
+                "pass " + " or ".join(f"--for {spec}" for spec in vllm),
             )
-        writes = not (check or dry_run)
+        writes = not (args.check or args.dry_run)
         result = convert_checkpoint(
-            source,
-            output,
-            in_place=in_place,
-            to=to,
-            block_size=block_size,
-            sample_from_anchor=sample_from_anchor,
-            target=target,
-            force=force,
-            backup=backup,
-            link_mode=LinkMode(link_mode),
+            args.source,
+            args.output,
+            in_place=args.in_place,
+            to=args.to,
+            block_size=args.block_size,
+            sample_from_anchor=args.sample_from_anchor,
+            target=args.target,
+            force=args.force,
+            backup=args.backup,
+            link_mode=LinkMode(args.link_mode),
             dry_run=not writes,
-            revision=revision,
-            token=token,
-            timeout=timeout,
-            push_to_hub=push_to_hub if writes else None,
-            create_pr=pr,
-            commit_message=commit_message,
+            revision=args.revision,
+            token=args.token,
+            timeout=args.timeout,
+            push_to_hub=args.push_to_hub if writes else None,
+            create_pr=args.pr,
+            commit_message=args.commit_message,
             for_engines=engines,
+            push_with_errors=args.allow_errors,
         )
-        code = EXIT_FINDINGS if check and result.plan.changed else EXIT_OK
+        code = EXIT_FINDINGS if args.check and result.plan.changed else EXIT_OK
+        # A written checkpoint that still has errors convert cannot fix is not a success to a
+        # script (`convert ... && vllm serve ...`) unless it says so with --allow-errors.
+        if result.remaining_errors and not args.allow_errors:
+            code = EXIT_FINDINGS
         if fmt is OutputFormat.JSON:
             document = result.to_dict()
-            if check:
+            document["exit_code"] = code
+            if args.check:
                 document["mode"] = "check"
-            if push_to_hub and not writes:
-                document["push"] = {"repo_id": push_to_hub, "pr_url": None, "commit_url": None, "would_push": True}
+            if args.push_to_hub and not writes:
+                document["push"] = {"repo_id": args.push_to_hub, "pr_url": None, "commit_url": None, "would_push": True}
             write_json(document)
         else:
-            render(result, check=check, quiet=quiet, no_color=no_color, would_push=push_to_hub if not writes else None)
+            render(
+                result,
+                check=args.check,
+                quiet=args.quiet,
+                no_color=args.no_color,
+                would_push=args.push_to_hub if not writes else None,
+                link_mode=LinkMode(args.link_mode),
+                allow_errors=args.allow_errors,
+            )
         raise typer.Exit(code)
 
 
@@ -136,8 +131,8 @@ def _check_usage(
 def _geometry_rows(before: Geometry | None, after: Geometry | None) -> list[tuple[str, str, str]]:
     def cell(g: Geometry | None, value: str, source: str | None = None) -> str:
         if g is None:
-            return "[red]unknown[/red]"
-        return value + (f" [dim]({source})[/dim]" if source else "")
+            return "unknown"
+        return value + (f" ({source})" if source else "")
 
     rows = []
     for label, get, source in (
@@ -161,7 +156,16 @@ def _geometry_rows(before: Geometry | None, after: Geometry | None) -> list[tupl
     return rows
 
 
-def render(result: Any, *, check: bool, quiet: bool, no_color: bool, would_push: str | None) -> None:
+def render(
+    result: Any,
+    *,
+    check: bool,
+    quiet: bool,
+    no_color: bool,
+    would_push: str | None,
+    link_mode: LinkMode = LinkMode.AUTO,
+    allow_errors: bool = False,
+) -> None:
     from dflash_tools.convert import ConvertResult
 
     assert isinstance(result, ConvertResult)
@@ -186,58 +190,110 @@ def render(result: Any, *, check: bool, quiet: bool, no_color: bool, would_push:
                 header.stylize("bold", 0, len("convert"))
             print_line(console, header)
         kind = "cross-dialect" if plan.cross_dialect else "normalize"
-        console.print(f"dialect: {plan.description.dialect.value} → {plan.output_dialect.value} ({kind})")
-        table = Table(show_header=True, header_style="bold", box=None, padding=(0, 2))
-        table.add_column("geometry")
-        table.add_column("before")
-        table.add_column("after")
+        _wrapped(console, f"dialect: {plan.description.dialect.value} → {plan.output_dialect.value} ({kind})")
         after_geometry = result.after.geometry if result.after is not None else (plan.output_geometry or plan.geometry)
-        for row in _geometry_rows(plan.before.geometry, after_geometry):
-            table.add_row(*row)
-        print_unpadded(console, table)
+        # Our table: one row per line when it fits, else one block per row (never a cut cell).
+        table_or_blocks(
+            console,
+            ("geometry", "before", "after"),
+            [list(row) for row in _geometry_rows(plan.before.geometry, after_geometry)],
+        )
         if plan.decisions:
-            console.print("[bold]decisions[/bold]")
+            print_line(console, "decisions", style="bold")
             for decision in plan.decisions:
                 _bullet(console, printable(decision.message))
         if plan.engines:
-            console.print("[bold]engines[/bold]")
-            for spec, verdict in plan.engines.items():  # keyed as in JSON: `sglang`, `vllm==0.34.0`
+            print_line(console, "engines", style="bold")
+            for spec, verdict in plan.engines.items():  # keyed as in JSON: `engine_rules.json_key`
                 plugin = " (with the dflash-tools plugin)" if verdict["plugin"] == "needed" else ""
                 _bullet(
                     console,
                     f"{spec}: {verdict['outcome']}{plugin}, {verdict['layout']} layout, K = {verdict['draft_tokens']}",
                 )
         if plan.tensor_changes:
-            console.print("[bold]tensors[/bold]")
-            for change in plan.tensor_changes:
-                what = f"rename → {printable(change.new_name)}" if change.action == "rename" else "drop"
-                _bullet(
-                    console, f"{printable(change.name)} ({printable(change.file)}): {what}: {printable(change.reason)}"
-                )
+            print_line(console, "tensors", style="bold")
+            _tensor_changes(console, plan.tensor_changes)
         if result.files:
+            planned_as = _planned_placement(result, link_mode) if result.mode == "dry-run" else "link"
             rows = [
-                [
-                    printable(record.path),
-                    record.action + (f" ({printable(record.detail)})" if record.detail else ""),
-                    human_bytes(record.bytes),
-                ]
+                [printable(record.path), _action(record, plan.tensor_changes, planned_as), human_bytes(record.bytes)]
                 for record in result.files
             ]
             table_or_blocks(console, ("file", "action", "bytes"), rows)
         if result.mode == "dry-run" and not check and plan.config_changed:
-            console.print("[bold]config.json diff[/bold]")
+            print_line(console, "config.json diff", style="bold")
             for line in plan.diff().splitlines():
                 style = "green" if line.startswith("+") else "red" if line.startswith("-") else None
                 text = safe_text(line)
                 console.print(f"[{style}]{text}[/{style}]" if style else text, soft_wrap=True)
         if result.after is not None:
             _render_verification(console, result)
-    _render_last_line(console, result, check=check, would_push=would_push)
+    _render_last_line(console, result, check=check, would_push=would_push, allow_errors=allow_errors)
 
 
 def _bullet(console: Any, text: str) -> None:
-    for line in wrap_words(text, console.width, "    ", first_indent="  • "):
+    for line in wrap_words(text, console_width(console), "    ", first_indent="  • "):
         print_line(console, line)
+
+
+def _wrapped(console: Any, text: str, style: str | None = None, indent: str = "  ") -> None:
+    for line in wrap_words(text, console_width(console), indent, first_indent=""):
+        print_line(console, line, style=style)
+
+
+def _tensor_changes(console: Any, changes: list[Any]) -> None:
+    """One bullet per change; renames that strip the same prefix for the same reason are one bullet
+    (a checkpoint saved with `model.` names renames every tensor: 25 bullets said the same)."""
+    groups: dict[tuple[str, str, str], list[Any]] = {}
+    for change in changes:
+        prefix = ""
+        if change.action == "rename" and change.new_name and change.name.endswith(change.new_name):
+            prefix = change.name[: -len(change.new_name)]
+        groups.setdefault((change.action, prefix, change.reason), []).append(change)
+    for (action, prefix, reason), members in groups.items():
+        if action == "rename" and prefix and len(members) > 2:
+            files = sorted({printable(m.file) for m in members})
+            _bullet(
+                console,
+                f"{len(members)} tensors: rename {printable(prefix)}NAME → NAME ({', '.join(files)}): "
+                f"{printable(reason)}; e.g. {printable(members[0].name)} → {printable(members[0].new_name)}",
+            )
+            continue
+        for change in members:
+            what = f"rename → {printable(change.new_name)}" if change.action == "rename" else "drop"
+            _bullet(console, f"{printable(change.name)} ({printable(change.file)}): {what}: {printable(change.reason)}")
+
+
+def _action(record: Any, changes: list[Any], planned_as: str) -> str:
+    """A file's action as the run says it (a dry run's "link" as the placement it will be), a
+    repack's as counts: the renames and drops themselves are listed once, under "tensors"."""
+    action = planned_as if record.action == "link" else record.action
+    if record.action != "repack":
+        return action + (f" ({printable(record.detail)})" if record.detail else "")
+    mine = [c for c in changes if c.file == record.path]
+    renamed = sum(1 for c in mine if c.action == "rename")
+    dropped = sum(1 for c in mine if c.action == "drop")
+    counts = [f"{renamed} renamed"] if renamed else []
+    return f"{action} ({', '.join([*counts, f'{dropped} dropped'])})"
+
+
+def _planned_placement(result: Any, link_mode: LinkMode) -> str:
+    """How a dry run's unchanged files will reach OUT, said as the run will say it: `hardlink`
+    where OUT's file system is the source's, else `copy` (`--link-mode auto`); an example is
+    always copied, never tied to the installed package (convert/run.py)."""
+    if link_mode in (LinkMode.COPY, LinkMode.SYMLINK):
+        return link_mode.value
+    loaded = result.plan.loaded
+    if link_mode is LinkMode.AUTO and loaded.kind == "example":
+        return "copy"
+    if link_mode is LinkMode.HARDLINK or result.output is None or loaded.local_dir is None:
+        return "hardlink" if link_mode is LinkMode.HARDLINK else "hardlink or copy"
+    try:
+        parent = next(p for p in (result.output, *result.output.parents) if p.exists())
+        same = parent.stat().st_dev == loaded.local_dir.stat().st_dev
+    except (OSError, StopIteration):
+        return "hardlink or copy"
+    return "hardlink" if same else "copy"
 
 
 def _render_verification(console: Any, result: Any) -> None:
@@ -247,19 +303,32 @@ def _render_verification(console: Any, result: Any) -> None:
         f"verification: output inspected: {counts[Severity.ERROR]} error(s), "
         f"{counts[Severity.WARNING]} warning(s), {counts[Severity.INFO]} note(s); no new errors"
     )
-    for line in wrap_words(text, console.width, "  "):
+    for line in wrap_words(text, console_width(console), "  "):
         print_line(console, line)
     for finding in after.findings:
         if finding.severity is Severity.INFO:
             continue
         style = SEVERITY_STYLE[finding.severity.value]
-        lines = wrap_words(printable(finding.message), console.width, " " * 9, first_indent=f"  {finding.code} ")
+        lines = wrap_words(
+            printable(finding.message), console_width(console), " " * 9, first_indent=f"  {finding.code} "
+        )
         styled = Text("\n".join(lines))
         styled.stylize(style, 2, 2 + len(finding.code))
         console.print(styled, soft_wrap=True)
 
 
-def _render_last_line(console: Any, result: Any, *, check: bool, would_push: str | None) -> None:
+def _styled(console: Any, text: str, head: str, style: str) -> None:
+    """`text` wrapped at words, its first `head` characters styled."""
+    for index, line in enumerate(wrap_words(text, console_width(console), "  ")):
+        styled = Text(line)
+        if index == 0:
+            styled.stylize(style, 0, len(head))
+        print_line(console, styled)
+
+
+def _render_last_line(
+    console: Any, result: Any, *, check: bool, would_push: str | None, allow_errors: bool = False
+) -> None:
     plan = result.plan
     if check or result.mode == "dry-run":
         if plan.changed:
@@ -271,15 +340,15 @@ def _render_last_line(console: Any, result: Any, *, check: bool, would_push: str
                 )
             if plan.tensor_changes:
                 parts.append(f"{len(plan.tensor_changes)} tensor(s)")
-            verb = "[bold yellow]would change[/bold yellow]" if check else "[bold]would write[/bold]"
-            console.print(f"{verb}: {safe_text('; '.join(parts))}")
+            verb = "would change" if check else "would write"
+            _styled(console, f"{verb}: {printable('; '.join(parts))}", verb, "bold yellow" if check else "bold")
         else:
-            console.print("[bold green]already normalized[/bold green]: nothing would change")
+            _styled(console, "already normalized: nothing would change", "already normalized", "bold green")
         if would_push:
-            console.print(f"would open a pull request on {safe_text(would_push)}")
+            _wrapped(console, f"would open a pull request on {printable(would_push)}")
         return
     if not result.written:
-        console.print("[bold green]already normalized[/bold green]: nothing written")
+        _styled(console, "already normalized: nothing written", "already normalized", "bold green")
     else:
         linked = sum(1 for f in result.files if f.action in ("hardlink", "symlink"))
         text = (
@@ -287,13 +356,23 @@ def _render_last_line(console: Any, result: Any, *, check: bool, would_push: str
             f"{linked} linked, {human_bytes(result.weight_bytes_copied)} of weights copied"
             + (f"; backups: {', '.join(printable(p.name) for p in result.backups)}" if result.backups else "")
         )
-        for index, line in enumerate(wrap_words(text, console.width, "  ")):
+        for index, line in enumerate(wrap_words(text, console_width(console), "  ")):
             styled = Text(line)
             if index == 0:
                 styled.stylize("bold green", 0, len("wrote"))
             print_line(console, styled)
+    remaining = sorted({f.code for f in result.remaining_errors})
+    if remaining:
+        verdict = "still has errors" if not allow_errors else "still has errors (accepted: --allow-errors)"
+        _styled(
+            console,
+            f"{verdict}: {', '.join(remaining)} in the written checkpoint, which convert cannot fix"
+            + ("" if allow_errors else "; exit 1 (--allow-errors accepts them)"),
+            verdict,
+            "bold red" if not allow_errors else "bold yellow",
+        )
     if result.push is not None:
         if result.push.pr_url:
-            console.print(f"pull request: {safe_text(result.push.pr_url)}")
+            print_line(console, f"pull request: {printable(result.push.pr_url)}")
         elif result.push.commit_url:
-            console.print(f"commit: {safe_text(result.push.commit_url)}")
+            print_line(console, f"commit: {printable(result.push.commit_url)}")

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 from dflash_tools.cli._errors import handle_errors
-from dflash_tools.cli._layout import print_line, wrap_words
-from dflash_tools.cli._output import OutputFormat, stdout_console, write_json
+from dflash_tools.cli._layout import console_width, print_line, wrap_words
+from dflash_tools.cli._output import OutputFormat, printable, stdout_console, write_json
+from dflash_tools.errors import SourceError, UsageError
+from dflash_tools.files.atomic import cleanup_on_error, is_empty_dir, make_staging_dir, publish_dir
 from dflash_tools.reading.local import examples_dir
 from dflash_tools.reading.source import EXAMPLE_PREFIX
 
@@ -46,11 +49,73 @@ def all_examples() -> list[tuple[str, str]]:
     return [(name, DESCRIPTIONS.get(name, "")) for name in names]
 
 
-def run(*, output_format: OutputFormat, json_flag: bool, names_only: bool, no_color: bool) -> None:
+def find_example(name: str) -> tuple[str, str]:
+    """(name, description) of the example NAME (or example:NAME); SourceError naming them all if none."""
+    wanted = name.removeprefix(EXAMPLE_PREFIX)
+    examples = dict(all_examples())
+    if wanted not in examples:
+        raise SourceError(
+            f"no bundled example named {wanted!r}",
+            "choose one of: " + ", ".join(examples),
+        )
+    return wanted, examples[wanted]
+
+
+def copy_example(name: str, destination: str) -> Path:
+    """Copy a bundled example into `destination`, a new folder: built aside and renamed into place,
+    so an interrupted copy leaves nothing (no half an example that inspects as broken)."""
+    target = Path(destination).expanduser().absolute()
+    if target.exists() and not is_empty_dir(target):
+        raise UsageError(f"--copy-to {destination}: exists and is not an empty folder", "pass a new folder")
+    stage = make_staging_dir(target)
+    with cleanup_on_error(stage):
+        shutil.copytree(examples_dir() / name, stage, dirs_exist_ok=True)
+        publish_dir(stage, target, replace_existing=False)
+    return target
+
+
+def run(
+    *,
+    name: str | None = None,
+    copy_to: str | None = None,
+    output_format: OutputFormat,
+    json_flag: bool,
+    names_only: bool,
+    no_color: bool,
+) -> None:
     """Run `dflash-tools examples` with the options `examples_cmd` parsed."""
     fmt = OutputFormat.JSON if json_flag else output_format
-    with handle_errors("examples", json_output=fmt is OutputFormat.JSON):
-        examples = all_examples()
+    with handle_errors("examples", json_output=fmt is OutputFormat.JSON, source=name):
+        if copy_to is not None and name is None:
+            raise UsageError(
+                "--copy-to needs the example to copy", "pass NAME: dflash-tools examples NAME --copy-to DIR"
+            )
+        if name is not None:
+            found, description = find_example(name)
+            if copy_to is not None:
+                path = copy_example(found, copy_to)
+                if fmt is OutputFormat.JSON:
+                    write_json(
+                        {
+                            "schema_version": SCHEMA_VERSION,
+                            "command": "examples",
+                            "ok": True,
+                            "copied": {"source": EXAMPLE_PREFIX + found, "path": str(path)},
+                        }
+                    )
+                    return
+                console = stdout_console(no_color)
+                for line in wrap_words(
+                    f"copied {EXAMPLE_PREFIX}{found} to {printable(path)}",
+                    console_width(console),
+                    "  ",
+                    first_indent="",
+                ):
+                    print_line(console, line)
+                return
+            examples = [(found, description)]
+        else:
+            examples = all_examples()
         if fmt is OutputFormat.JSON:
             write_json(
                 {

@@ -1,4 +1,4 @@
-"""`dflash-tools inspect`: the options and help; the work is in `inspect_run` (see `app.py`)."""
+"""`dflash-tools inspect`: the options (`InspectArgs`) and help; the work is in `inspect_run` (see `app.py`)."""
 
 from typing import Annotated, Literal
 
@@ -6,14 +6,21 @@ import typer
 
 from dflash_tools.cli._help import Command
 from dflash_tools.cli._options import (
+    EngineReleasesOption,
     FormatOption,
     HubTimeoutOption,
     JsonOption,
+    KOption,
     NoColorOption,
     OutputFormat,
     Panel,
+    QuietOption,
+    RevisionOption,
+    TargetOption,
     TargetRevisionOption,
     TokenOption,
+    args_dataclass,
+    command_for,
 )
 
 HELP = """Check a draft checkpoint's config and tensor headers, without downloading weights.
@@ -41,6 +48,53 @@ CHECKS = "Checks"
 MANY = "Several sources"
 
 
+@args_dataclass
+class InspectArgs:
+    """The options of `inspect`, as parsed."""
+
+    sources: Annotated[
+        list[str] | None,
+        typer.Argument(metavar="SOURCE", help="Checkpoint folder, file, repo id or example:NAME.", show_default=False),
+    ] = None
+    target: TargetOption = None
+    num_speculative_tokens: KOption = None
+    engines: EngineReleasesOption = None
+    fail_on: Annotated[
+        Literal["error", "warning", "info"],
+        typer.Option("--fail-on", help="Lowest finding severity that makes the exit code 1.", rich_help_panel=CHECKS),
+    ] = "error"
+    revision: RevisionOption = None
+    target_revision: TargetRevisionOption = None
+    token: TokenOption = None
+    timeout: HubTimeoutOption = 10.0
+    author: Annotated[
+        str | None,
+        typer.Option(
+            "--author", help="Inspect every Hub model of this author (with --search to filter).", rich_help_panel=MANY
+        ),
+    ] = None
+    search: Annotated[
+        str | None, typer.Option("--search", help="Hub search string, used with --author.", rich_help_panel=MANY)
+    ] = None
+    limit: Annotated[
+        int,
+        typer.Option("--limit", min=1, help="Most Hub models to inspect with --author/--search.", rich_help_panel=MANY),
+    ] = 100
+    jobs: Annotated[
+        int, typer.Option("--jobs", "-j", min=1, help="Sources inspected at once.", rich_help_panel=MANY)
+    ] = 8
+    output_format: FormatOption = OutputFormat.HUMAN
+    json_flag: JsonOption = False
+    tensors: Annotated[
+        bool,
+        typer.Option(
+            "--tensors", help="Show (or include in JSON) the full tensor table.", rich_help_panel=Panel.OUTPUT
+        ),
+    ] = False
+    quiet: QuietOption = False
+    no_color: NoColorOption = False
+
+
 def register(app: typer.Typer) -> None:
     app.command(
         "inspect",
@@ -49,90 +103,4 @@ def register(app: typer.Typer) -> None:
         short_help="Check a draft's config and tensor headers (no weights read).",
         epilog=EPILOG,
         no_args_is_help=True,
-    )(inspect_command)
-
-
-def inspect_command(
-    sources: Annotated[
-        list[str] | None,
-        typer.Argument(metavar="SOURCE", help="Checkpoint folder, file, repo id or example:NAME.", show_default=False),
-    ] = None,
-    target: Annotated[
-        str | None,
-        typer.Option(
-            "--target", "-t", help="Target model (folder or repo id): check the pairing.", rich_help_panel=CHECKS
-        ),
-    ] = None,
-    num_speculative_tokens: Annotated[
-        int | None,
-        typer.Option(
-            "-k",
-            "--num-speculative-tokens",
-            min=1,
-            help="Serving K to check against the trained geometry.",
-            rich_help_panel=CHECKS,
-        ),
-    ] = None,
-    engine: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--engine",
-            # The names are the core's (`serving.engine_view.engine_choices()`, checked when the
-            # command runs); listed here so that --help need not import it. tests/cli/test_help.py
-            # compares them.
-            metavar="ENGINE",
-            help="What an engine release will do with the draft, and its launch line: sglang (the newest table, "
-            "sglang==0.5.23), vllm==0.33.0, vllm==0.34.0 (their rules; they need not be installed), all (every "
-            "one), or vllm (the vLLM installed in this Python environment). Repeat it or separate names with "
-            "commas.",
-            show_default=False,
-            rich_help_panel=CHECKS,
-        ),
-    ] = None,
-    fail_on: Annotated[
-        Literal["error", "warning", "info"],
-        typer.Option("--fail-on", help="Lowest finding severity that makes the exit code 1.", rich_help_panel=CHECKS),
-    ] = "error",
-    revision: Annotated[
-        str | None,
-        typer.Option("--revision", help="Hub branch, tag or commit of the draft.", rich_help_panel=Panel.HUB),
-    ] = None,
-    target_revision: TargetRevisionOption = None,
-    token: TokenOption = None,
-    timeout: HubTimeoutOption = 10.0,
-    author: Annotated[
-        str | None,
-        typer.Option(
-            "--author", help="Inspect every Hub model of this author (with --search to filter).", rich_help_panel=MANY
-        ),
-    ] = None,
-    search: Annotated[
-        str | None, typer.Option("--search", help="Hub search string, used with --author.", rich_help_panel=MANY)
-    ] = None,
-    limit: Annotated[
-        int,
-        typer.Option("--limit", min=1, help="Most Hub models to inspect with --author/--search.", rich_help_panel=MANY),
-    ] = 100,
-    jobs: Annotated[
-        int, typer.Option("--jobs", "-j", min=1, help="Sources inspected at once.", rich_help_panel=MANY)
-    ] = 8,
-    output_format: FormatOption = OutputFormat.HUMAN,
-    json_flag: JsonOption = False,
-    tensors: Annotated[
-        bool,
-        typer.Option(
-            "--tensors", help="Show (or include in JSON) the full tensor table.", rich_help_panel=Panel.OUTPUT
-        ),
-    ] = False,
-    quiet: Annotated[
-        bool,
-        typer.Option(
-            "--quiet", "-q", help="Human output: only the verdict and the findings.", rich_help_panel=Panel.OUTPUT
-        ),
-    ] = False,
-    no_color: NoColorOption = False,
-) -> None:
-    options = dict(locals())  # exactly the parameters above
-    from dflash_tools.cli import inspect_run  # the work, imported only when the command runs
-
-    inspect_run.run(**options)
+    )(command_for(InspectArgs, "inspect_run"))

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import os
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
 from rich.text import Text
 
-from dflash_tools.cli._errors import handle_errors
+from dflash_tools.cli._errors import error_document, handle_errors, refuse_empty_names
 from dflash_tools.cli._layout import (
     Fix,
     console_width,
@@ -18,6 +18,8 @@ from dflash_tools.cli._layout import (
     key_values,
     pack,
     plain_table,
+    print_command,
+    print_comment,
     print_findings,
     print_fixes,
     print_line,
@@ -33,76 +35,66 @@ from dflash_tools.cli._output import (
     stdout_console,
     write_json,
 )
-from dflash_tools.draft.target import TargetSpec, load_target
+from dflash_tools.draft.target import TargetDescription, load_target
 from dflash_tools.errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, DflashToolsError, UsageError
 from dflash_tools.findings import Severity, brief_list
-from dflash_tools.inspect import SCHEMA_VERSION, InspectReport, inspect_loaded
+from dflash_tools.inspect import InspectReport, inspect_loaded
 from dflash_tools.reading.source import load_checkpoint
 from dflash_tools.serving.engine_view import engine_choices, inspect_for_engines, resolve_engine_specs
+from dflash_tools.serving.k_values import single_k
 from dflash_tools.serving.vllm_capability import detect_vllm
 
+if TYPE_CHECKING:
+    from dflash_tools.cli.inspect_cmd import InspectArgs
 
-def run(
-    *,
-    sources: list[str] | None,
-    target: str | None,
-    num_speculative_tokens: int | None,
-    engine: list[str] | None,
-    fail_on: str,
-    revision: str | None,
-    target_revision: str | None,
-    token: str | None,
-    timeout: float,
-    author: str | None,
-    search: str | None,
-    limit: int,
-    jobs: int,
-    output_format: OutputFormat,
-    json_flag: bool,
-    tensors: bool,
-    quiet: bool,
-    no_color: bool,
-) -> None:
+
+def run(args: InspectArgs) -> None:
     """Run `dflash-tools inspect` with the options `inspect_cmd` parsed."""
-    fmt = OutputFormat.JSON if json_flag else output_format
-    given = list(sources or [])
+    fmt = OutputFormat.JSON if args.json_flag else args.output_format
+    given = list(args.sources or [])
     with handle_errors("inspect", json_output=fmt is OutputFormat.JSON, source=given[0] if len(given) == 1 else given):
-        names = list(sources or [])
-        if author or search:
+        k = single_k(args.num_speculative_tokens, "inspect")
+        names = list(args.sources or [])
+        if args.author or args.search:
             from dflash_tools.reading.hub import list_hub_models
 
-            names += list_hub_models(author, search, token=token, limit=limit, timeout=timeout)
+            names += list_hub_models(args.author, args.search, token=args.token, limit=args.limit, timeout=args.timeout)
             if not names:
                 raise UsageError(
-                    f"no Hub models match author={author!r} search={search!r}",
+                    f"no Hub models match author={args.author!r} search={args.search!r}",
                     "check the spelling, or pass sources directly",
                 )
         if not names:
             raise UsageError("no SOURCE given", "pass a folder, a repo id, example:zlab-dflash2, or --author")
-        if token and "HF_TOKEN" not in os.environ:
-            stderr_console(no_color).print(
+        if args.token and "HF_TOKEN" not in os.environ:
+            stderr_console(args.no_color).print(
                 "[yellow]warning:[/yellow] --token on the command line is visible to other users; prefer HF_TOKEN"
             )
-        target_spec = load_target(target, revision=target_revision, token=token, timeout=timeout) if target else None
+        target_spec = (
+            load_target(args.target, revision=args.target_revision, token=args.token, timeout=args.timeout)
+            if args.target
+            else None
+        )
+        refuse_empty_names("--engine", args.engines, engine_choices())
         try:
-            specs, installed_vllm = resolve_engine_specs(engine or [])
+            specs, installed_vllm = resolve_engine_specs(args.engines or [])
         except ValueError as exc:
             raise UsageError(f"--engine {exc}", f"choose from: {', '.join(engine_choices())}") from None
         vllm = detect_vllm() if installed_vllm else None
 
         def run(name: str) -> InspectReport | DflashToolsError:
             try:
-                loaded = load_checkpoint(name, revision=revision, token=token, timeout=timeout)
+                loaded = load_checkpoint(name, revision=args.revision, token=args.token, timeout=args.timeout)
                 if specs or vllm is not None:
                     return inspect_for_engines(
                         loaded,
                         specs,
                         installed_vllm=vllm,
                         target=target_spec,
-                        target_name=target,
-                        num_speculative_tokens=num_speculative_tokens,
+                        target_name=args.target,
+                        num_speculative_tokens=k,
                     )
-                return inspect_loaded(loaded, target=target_spec, num_speculative_tokens=num_speculative_tokens)
+                return inspect_loaded(loaded, target=target_spec, num_speculative_tokens=k)
             except DflashToolsError as exc:
                 return exc
 
@@ -111,19 +103,21 @@ def run(
             if isinstance(results[0], DflashToolsError):
                 raise results[0]
         else:
-            with ThreadPoolExecutor(max_workers=min(jobs, len(names))) as pool:
+            with ThreadPoolExecutor(max_workers=min(args.jobs, len(names))) as pool:
                 results = list(pool.map(run, names))
 
-        code = _exit_code(results, Severity(fail_on))
+        code = _exit_code(results, Severity(args.fail_on))
         if fmt is OutputFormat.JSON:
-            documents = [_document(name, result, tensors) for name, result in zip(names, results, strict=True)]
+            documents = [_document(name, result, args.tensors) for name, result in zip(names, results, strict=True)]
             write_json(documents[0] if len(documents) == 1 else documents)
         elif len(results) == 1:
             report = results[0]
             assert isinstance(report, InspectReport)
-            render_report(report, show_tensors=tensors, quiet=quiet, no_color=no_color, target_spec=target_spec)
+            render_report(
+                report, show_tensors=args.tensors, quiet=args.quiet, no_color=args.no_color, target_spec=target_spec
+            )
         else:
-            render_summary(names, results, no_color=no_color)
+            render_summary(names, results, no_color=args.no_color)
         raise typer.Exit(code)
 
 
@@ -140,12 +134,8 @@ def _exit_code(results: list[InspectReport | DflashToolsError], fail_on: Severit
 def _document(name: str, result: InspectReport | DflashToolsError, tensors: bool) -> dict[str, Any]:
     if isinstance(result, InspectReport):
         return result.to_dict(include_tensors=tensors)
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "source": name,
-        "error": {"message": result.message, "hint": result.hint},
-        "ok": False,
-    }
+    # The same error document a single source gets (docs/json.md), in that source's place.
+    return error_document("inspect", result.message, result.hint, result.exit_code, result.kind, name)
 
 
 def _geometry_segments(report: InspectReport) -> list[str]:
@@ -177,7 +167,7 @@ def render_report(
     show_tensors: bool = False,
     quiet: bool = False,
     no_color: bool = False,
-    target_spec: TargetSpec | None = None,
+    target_spec: TargetDescription | None = None,
 ) -> None:
     """The verdict first and last, a label/value block, the findings, then each fix command whole."""
     console = stdout_console(no_color)
@@ -302,8 +292,40 @@ def render_report(
         )
     print_fixes(console, fixes)
     if engines and not quiet:
-        print_launches(console, engines)
+        errors = [f.code for f in report.findings if f.severity is Severity.ERROR]
+        print_launches(console, engines, list(dict.fromkeys(errors)))
+    if not quiet:
+        print_normalization(console, report)
     print_line(console, _verdict(report))
+
+
+def print_normalization(console: Console, report: InspectReport) -> None:
+    """Say what `convert --check` would change, so that an OK here and its exit 1 do not disagree
+    without a word: convert writes block_size and sample_from_anchor into every place an engine
+    reads them (docs/convert.md), which a checkpoint may lack with nothing wrong in it."""
+    if report.loaded.config is None or report.description is None:
+        return
+    from dflash_tools.convert import plan_conversion
+
+    try:
+        plan = plan_conversion(report.loaded)
+    except DflashToolsError:
+        return  # convert would refuse: the findings above say why
+    if not plan.changed:
+        return
+    parts = []
+    if plan.config_changed:
+        keys = plan.changed_keys()
+        parts.append(f"config.json key(s) {', '.join(keys[:6])}{', ...' if len(keys) > 6 else ''}")
+    if plan.tensor_changes:
+        parts.append(f"{len(plan.tensor_changes)} tensor name(s)")
+    fixed_above = any("dflash-tools convert" in f.hint for f in report.findings)
+    status = "not normalized" if fixed_above or not report.ok else "not normalized (optional, nothing above needs it)"
+    text = f"{status}: `dflash-tools convert --check` exits 1 here, as convert would write {' and '.join(parts)} " + (
+        "(the fix above does)" if fixed_above else "where every engine reads them (docs/convert.md)"
+    )
+    for line in wrap_words(printable(text), console_width(console)):
+        print_line(console, line, style="dim")
 
 
 _OUTCOME_STYLE = {
@@ -409,22 +431,28 @@ def render_summary(
     width = console.width
     for name, result in zip(names, results, strict=True):
         if isinstance(result, DflashToolsError):
-            for line in wrap_words(f"{printable(name)}: {printable(result.message)}", width, "  "):
+            # The message names its source already ("X: no local folder X ..."): not twice.
+            message = result.message if result.message.startswith(name) else f"{name}: {result.message}"
+            for line in wrap_words(printable(message), width, "  "):
                 print_line(console, line, style="red")
     print_line(console, verdict_line)
 
 
-def print_launches(console: Console, engines: dict[str, dict[str, Any]]) -> None:
-    """Each engine's launch line whole on a line of its own, after a `#` comment naming it."""
-    print_line(console, "launch (copy a command line and run it):", style="bold")
+def print_launches(console: Console, engines: dict[str, dict[str, Any]], blocked: list[str] | None = None) -> None:
+    """Each engine's launch line, whole and pasteable (`print_command`), after a `#` comment naming
+    it; while the draft has errors (`blocked`: their codes) the lines are printed commented out."""
+    heading = "launch (copy a command line and run it):"
+    if blocked:
+        heading = f"launch (not to run until {', '.join(blocked)} above is fixed; lines kept as comments):"
+    print_line(console, heading, style="bold")
     for view in engines.values():
         spec = f"{view['engine']}=={view['version']}"
         command = view.get("launch_command")
         if not command:
             why = f": {view['outcome']}" if view["outcome"] not in ("served", "served-with-plugin") else ""
-            print_line(console, f"# {spec}: no launch line{why} (see the findings above)", style="dim")
+            print_comment(console, f"{spec}: no launch line{why} (see the findings above)")
             continue
         placeholders = view.get("launch_placeholders") or []
         note = f"; replace {', '.join(placeholders)} with the target model first" if placeholders else ""
-        print_line(console, f"# {spec}{note}", style="dim")
-        print_line(console, printable(command))
+        print_comment(console, f"{spec}{note}")
+        print_command(console, command, commented=bool(blocked))

@@ -1,4 +1,4 @@
-"""`dflash-tools plan`: the options and help; the work is in `plan_run` (see `app.py`)."""
+"""`dflash-tools plan`: the options (`PlanArgs`) and help; the work is in `plan_run` (see `app.py`)."""
 
 from typing import Annotated
 
@@ -6,14 +6,22 @@ import typer
 
 from dflash_tools.cli._help import Command
 from dflash_tools.cli._options import (
+    DraftsOption,
+    EngineReleasesOption,
     FormatOption,
     HubTimeoutOption,
     JsonOption,
+    KOption,
     NoColorOption,
     OutputFormat,
-    Panel,
+    PresetOption,
+    QuietOption,
+    RevisionOption,
+    TargetOption,
     TargetRevisionOption,
     TokenOption,
+    args_dataclass,
+    command_for,
 )
 
 HELP = """Plan a launch: the vLLM and SGLang command lines, and the checks that they fit.
@@ -32,7 +40,7 @@ Examples:
       --tensor-parallel-size 4
   dflash-tools plan -t example:vllm-cpu-demo/target \\
       -d example:vllm-cpu-demo/zlab-dflash --gpu-memory 16 \\
-      --engine vllm==0.34.0
+      --engine {newest_vllm}
 """
 
 EPILOG = (
@@ -41,65 +49,18 @@ EPILOG = (
     "that cannot be found or read."
 )
 
-WHAT = "Target and draft"
 SERVING = "Serving facts"
 
 
-def register(app: typer.Typer) -> None:
-    app.command(
-        "plan",
-        cls=Command,
-        help=HELP,
-        short_help="Plan a vLLM / SGLang launch: command lines, budget and memory checks.",
-        epilog=EPILOG,
-        no_args_is_help=True,
-    )(plan_command)
+@args_dataclass
+class PlanArgs:
+    """The options of `plan`, as parsed (the `plan_request.PlanArguments` the core reads)."""
 
-
-def plan_command(
-    target: Annotated[
-        str | None,
-        typer.Option(
-            "--target", "-t", help="Target model (Hub repo id, folder or example:NAME).", rich_help_panel=WHAT
-        ),
-    ] = None,
-    drafts: Annotated[
-        list[str] | None,
-        typer.Option("--draft", "-d", help="Draft checkpoint (repeatable).", show_default=False, rich_help_panel=WHAT),
-    ] = None,
-    preset: Annotated[
-        str | None,
-        typer.Option(
-            "--preset",
-            help="Target, drafts, K and engine settings from a preset (configs/presets); options override it.",
-            rich_help_panel=WHAT,
-        ),
-    ] = None,
-    num_speculative_tokens: Annotated[
-        int | None,
-        typer.Option(
-            "-k",
-            "--num-speculative-tokens",
-            min=1,
-            help="K (default: the draft's trained K).",
-            show_default=False,
-            rich_help_panel=WHAT,
-        ),
-    ] = None,
-    engine: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--engine",
-            # The names are the core's (`serving.engine_view.engine_choices()`, checked when the
-            # command runs); tests/cli/test_help.py compares them.
-            metavar="ENGINE",
-            help="Engine releases to plan for: sglang (the newest table, sglang==0.5.23), vllm==0.33.0, "
-            "vllm==0.34.0, all (every one; the default), or vllm (the release of the vLLM installed here). Repeat "
-            "it or separate names with commas.",
-            show_default=False,
-            rich_help_panel=WHAT,
-        ),
-    ] = None,
+    target: TargetOption = None
+    drafts: DraftsOption = None
+    preset: PresetOption = None
+    num_speculative_tokens: KOption = None
+    engines: EngineReleasesOption = None
     gpu_memory: Annotated[
         float | None,
         typer.Option(
@@ -110,11 +71,11 @@ def plan_command(
             show_default=False,
             rich_help_panel=SERVING,
         ),
-    ] = None,
+    ] = None
     tensor_parallel_size: Annotated[
         int,
         typer.Option("--tensor-parallel-size", min=1, help="GPUs the target is split across.", rich_help_panel=SERVING),
-    ] = 1,
+    ] = 1
     decode_context_parallel_size: Annotated[
         int,
         typer.Option(
@@ -123,7 +84,7 @@ def plan_command(
             help="vLLM decode context parallelism of the target (within the tensor-parallel GPUs).",
             rich_help_panel=SERVING,
         ),
-    ] = 1,
+    ] = 1
     max_num_seqs: Annotated[
         int | None,
         typer.Option(
@@ -133,7 +94,7 @@ def plan_command(
             show_default=False,
             rich_help_panel=SERVING,
         ),
-    ] = None,
+    ] = None
     max_model_len: Annotated[
         int | None,
         typer.Option(
@@ -143,7 +104,7 @@ def plan_command(
             show_default=False,
             rich_help_panel=SERVING,
         ),
-    ] = None,
+    ] = None
     max_num_batched_tokens: Annotated[
         int | None,
         typer.Option(
@@ -153,7 +114,7 @@ def plan_command(
             show_default=False,
             rich_help_panel=SERVING,
         ),
-    ] = None,
+    ] = None
     gpu_memory_utilization: Annotated[
         float | None,
         typer.Option(
@@ -164,7 +125,7 @@ def plan_command(
             show_default=False,
             rich_help_panel=SERVING,
         ),
-    ] = None,
+    ] = None
     dtype: Annotated[
         str | None,
         typer.Option(
@@ -172,31 +133,27 @@ def plan_command(
             help="Model dtype (default: the target config's; float32 is served as bfloat16).",
             rich_help_panel=SERVING,
         ),
-    ] = None,
+    ] = None
     kv_cache_dtype: Annotated[
         str | None,
         typer.Option("--kv-cache-dtype", help="KV cache dtype (auto: the model dtype; fp8).", rich_help_panel=SERVING),
-    ] = None,
-    revision: Annotated[
-        str | None, typer.Option("--revision", help="Hub revision of the drafts.", rich_help_panel=Panel.HUB)
-    ] = None,
-    target_revision: TargetRevisionOption = None,
-    token: TokenOption = None,
-    timeout: HubTimeoutOption = 10.0,
-    output_format: FormatOption = OutputFormat.HUMAN,
-    json_flag: JsonOption = False,
-    quiet: Annotated[
-        bool,
-        typer.Option(
-            "--quiet",
-            "-q",
-            help="Human output: only the verdict, the findings and the launch lines.",
-            rich_help_panel=Panel.OUTPUT,
-        ),
-    ] = False,
-    no_color: NoColorOption = False,
-) -> None:
-    options = dict(locals())  # exactly the parameters above
-    from dflash_tools.cli import plan_run  # the work, imported only when the command runs
+    ] = None
+    revision: RevisionOption = None
+    target_revision: TargetRevisionOption = None
+    token: TokenOption = None
+    timeout: HubTimeoutOption = 10.0
+    output_format: FormatOption = OutputFormat.HUMAN
+    json_flag: JsonOption = False
+    quiet: QuietOption = False
+    no_color: NoColorOption = False
 
-    plan_run.run(**options)
+
+def register(app: typer.Typer) -> None:
+    app.command(
+        "plan",
+        cls=Command,
+        help=HELP,
+        short_help="Plan a vLLM / SGLang launch: command lines, budget and memory checks.",
+        epilog=EPILOG,
+        no_args_is_help=True,
+    )(command_for(PlanArgs, "plan_run"))

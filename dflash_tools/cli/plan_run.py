@@ -1,8 +1,8 @@
-"""`dflash-tools plan`, run: resolve the options, call the core and render (options: `plan_cmd`)."""
+"""`dflash-tools plan`, run: call the core (`serving.plan_request`, `serving.plan`) and render (options: `plan_cmd`)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
@@ -16,6 +16,8 @@ from dflash_tools.cli._layout import (
     key_values,
     pack,
     plain_table,
+    print_command,
+    print_comment,
     print_findings,
     print_fixes,
     print_line,
@@ -23,155 +25,26 @@ from dflash_tools.cli._layout import (
     wrap_words,
 )
 from dflash_tools.cli._output import OutputFormat, printable, stdout_console, write_json
-from dflash_tools.errors import EXIT_FINDINGS, EXIT_OK, UsageError
 from dflash_tools.findings import Severity
 
-SCHEMA_VERSION = 1
+if TYPE_CHECKING:
+    from dflash_tools.cli.plan_cmd import PlanArgs
 
 
-def run(
-    *,
-    target: str | None,
-    drafts: list[str] | None,
-    preset: str | None,
-    num_speculative_tokens: int | None,
-    engine: list[str] | None,
-    gpu_memory: float | None,
-    tensor_parallel_size: int,
-    decode_context_parallel_size: int,
-    max_num_seqs: int | None,
-    max_model_len: int | None,
-    max_num_batched_tokens: int | None,
-    gpu_memory_utilization: float | None,
-    dtype: str | None,
-    kv_cache_dtype: str | None,
-    revision: str | None,
-    target_revision: str | None,
-    token: str | None,
-    timeout: float,
-    output_format: OutputFormat,
-    json_flag: bool,
-    quiet: bool,
-    no_color: bool,
-) -> None:
-    """Run `dflash-tools plan` with the options `plan_cmd` parsed."""
-    fmt = OutputFormat.JSON if json_flag else output_format
-    with handle_errors("plan", json_output=fmt is OutputFormat.JSON, source=drafts or preset):
-        from dflash_tools.reading.source import load_checkpoint
-        from dflash_tools.serving.plan import PlanRequest, build_plan
+def run(args: PlanArgs) -> None:
+    """Run `dflash-tools plan`: build the request (`plan_request`), plan (`plan_launch`), render."""
+    fmt = OutputFormat.JSON if args.json_flag else args.output_format
+    with handle_errors("plan", json_output=fmt is OutputFormat.JSON, source=args.drafts or args.preset):
+        from dflash_tools.serving.plan import plan_launch
+        from dflash_tools.serving.plan_request import plan_request
 
-        specs = _engines(engine)
-        settings: dict[str, Any] = {}
-        entries: list[tuple[str, str | None]] = [(name, revision) for name in drafts or []]
-        if preset is not None:
-            from dflash_tools.serving.presets import load_preset
-
-            loaded_preset = load_preset(preset)
-            target = target or loaded_preset.target
-            if not entries:
-                entries = [(entry.draft, entry.revision or revision) for entry in loaded_preset.drafts]
-            num_speculative_tokens = num_speculative_tokens or loaded_preset.num_speculative_tokens
-            settings = {key: loaded_preset.engine_args.get(key) for key in _PRESET_SETTINGS}
-        if not target:
-            raise UsageError("no target given", "pass --target (a Hub repo id, folder or example:NAME) or --preset")
-        if not entries:
-            raise UsageError("no draft given", "pass --draft (repeatable) or --preset")
-
-        given = {
-            "max_num_seqs": max_num_seqs,
-            "max_model_len": max_model_len,
-            "max_num_batched_tokens": max_num_batched_tokens,
-            "gpu_memory_utilization": gpu_memory_utilization,
-            "dtype": dtype,
-            "kv_cache_dtype": kv_cache_dtype,
-        }
-        from_preset = tuple(key for key in _PRESET_SETTINGS if given[key] is None and settings.get(key) is not None)
-
-        def pick(key: str) -> Any:
-            return given[key] if given[key] is not None else settings.get(key)
-
-        target_checkpoint = load_checkpoint(target, revision=target_revision, token=token, timeout=timeout)
-        plans = []
-        for draft_name, draft_revision in entries:
-            request = PlanRequest(
-                target=target,
-                draft=draft_name,
-                engines=tuple(specs),
-                num_speculative_tokens=num_speculative_tokens,
-                gpu_memory_gib=gpu_memory,
-                tensor_parallel_size=tensor_parallel_size,
-                decode_context_parallel_size=decode_context_parallel_size,
-                max_num_seqs=pick("max_num_seqs"),
-                max_model_len=pick("max_model_len"),
-                max_num_batched_tokens=pick("max_num_batched_tokens"),
-                gpu_memory_utilization=pick("gpu_memory_utilization"),
-                dtype=pick("dtype"),
-                kv_cache_dtype=pick("kv_cache_dtype"),
-                revision=draft_revision,
-                target_revision=target_revision,
-                from_preset=from_preset,
-            )
-            draft = load_checkpoint(draft_name, revision=draft_revision, token=token, timeout=timeout)
-            plans.append(build_plan(request, target_checkpoint, draft))
-
-        ok = all(plan.ok for plan in plans)
-        code = EXIT_OK if ok else EXIT_FINDINGS
+        launch = plan_launch(plan_request(args), token=args.token, timeout=args.timeout)
+        document = launch.to_dict()
         if fmt is OutputFormat.JSON:
-            write_json(
-                {
-                    "schema_version": SCHEMA_VERSION,
-                    "command": "plan",
-                    "ok": ok,
-                    "exit_code": code,
-                    "preset": preset,
-                    "plans": [plan.to_dict() for plan in plans],
-                }
-            )
+            write_json(document)
         else:
-            render([plan.to_dict() for plan in plans], quiet=quiet, no_color=no_color)
-        raise typer.Exit(code)
-
-
-# The preset's engine arguments the plan reads (others, such as enforce_eager, are not serving facts).
-_PRESET_SETTINGS = (
-    "max_num_seqs",
-    "max_model_len",
-    "max_num_batched_tokens",
-    "gpu_memory_utilization",
-    "dtype",
-    "kv_cache_dtype",
-)
-
-
-def _engines(values: list[str] | None) -> list[str]:
-    """`engine==version` tables for the --engine values (default: all); `vllm` is the release of
-    the vLLM installed here."""
-    from dflash_tools.engine_rules import get_rules
-    from dflash_tools.serving.engine_view import ALL, engine_choices, resolve_engine_specs
-
-    try:
-        specs, installed = resolve_engine_specs(values or [ALL])
-    except ValueError as exc:
-        raise UsageError(f"--engine {exc}", f"choose from: {', '.join(engine_choices())}") from None
-    if installed:
-        from dflash_tools.serving.vllm_capability import detect_vllm
-
-        capability = detect_vllm()
-        rules = get_rules(f"vllm=={capability.version}") if capability.installed and capability.version else None
-        if rules is None:
-            found = f"vLLM {capability.version}" if capability.installed else "no vLLM"
-            raise UsageError(
-                f"--engine vllm: {found} installed here, and the tool has no table for it",
-                "name a release: --engine vllm==0.34.0",
-            )
-        specs = [spec for spec in _all_specs() if spec in {*specs, rules.spec}]
-    return specs
-
-
-def _all_specs() -> list[str]:
-    from dflash_tools.engine_rules import ENGINE_RULES
-
-    return list(ENGINE_RULES)
+            render(document["plans"], quiet=args.quiet, no_color=args.no_color)
+        raise typer.Exit(launch.exit_code)
 
 
 # --------------------------------------------------------------------------------------------
@@ -180,19 +53,35 @@ def _all_specs() -> list[str]:
 
 
 def _verdict(plans: list[dict[str, Any]]) -> Text:
-    """The counts of what decides the plan: the draft's and the plan's findings and those of the
-    engines that print a launch line; an engine that cannot serve the draft is named instead."""
-    findings = [f for plan in plans for f in _counted(plan)]
+    """The counts of the findings printed below (the draft's, the plan's and every engine's); an
+    engine that cannot serve the draft is named, and so is a memory check asked for but not made.
+    The plan still passes when an engine that prints no launch line is the one with errors."""
+    findings = [f for plan in plans for f in _findings(plan)]
     counts = {s.value: sum(1 for f in findings if f["severity"] == s.value) for s in Severity}
     summary = f"{counts['error']} error(s), {counts['warning']} warning(s), {counts['info']} note(s)"
     if len(plans) > 1:
         summary = f"{len(plans)} drafts, {summary}"
+    ok = all(plan["ok"] for plan in plans)
     without = sorted({_name(e) for plan in plans for e in plan["engines"].values() if not e["serves"]})
     if without:
         summary += f"; no launch line for {', '.join(without)}"
-    if all(plan["ok"] for plan in plans):
+        if ok and counts["error"]:
+            summary += " (the errors are theirs)"
+    if any(_memory_unchecked(plan) for plan in plans):
+        summary += "; memory not checked (DFT087)"
+    if ok:
         return Text.assemble(("OK", "bold green"), ": ", summary)
     return Text.assemble(("FAIL", "bold red"), ": ", summary)
+
+
+def _memory_unchecked(plan: dict[str, Any]) -> bool:
+    """--gpu-memory was given and the check could not be made (no safetensors headers)."""
+    return plan["request"]["gpu_memory_gib"] is not None and plan["memory"] is None and plan["weights"] is not None
+
+
+def _plan_errors(plan: dict[str, Any]) -> list[str]:
+    """The codes of the draft's and the plan's own errors: with any, no launch line is to be run."""
+    return list(dict.fromkeys(f["code"] for f in plan["findings"] if f["severity"] == "error"))
 
 
 def _print_verdict(console: Console, verdict: Text) -> None:
@@ -207,10 +96,6 @@ def _print_verdict(console: Console, verdict: Text) -> None:
 
 def _name(engine: dict[str, Any]) -> str:
     return f"{engine['engine']}=={engine['version']}"
-
-
-def _counted(plan: dict[str, Any]) -> list[dict[str, Any]]:
-    return [*plan["findings"], *(f for e in plan["engines"].values() if e["serves"] for f in e["findings"])]
 
 
 def _findings(plan: dict[str, Any]) -> list[dict[str, Any]]:
@@ -297,15 +182,13 @@ def _rows(plan: dict[str, Any]) -> list[tuple[str, list[str]]]:
     weights = plan["weights"]
     if weights:
         tp = weights["target"]["tensor_parallel_size"]
-        rows.append(
-            (
-                "weights",
-                [
-                    f"target {_gib(weights['target']['per_rank'])} per rank (TP {tp})",
-                    f"draft {_gib(weights['draft']['per_rank'])} per rank",
-                ],
-            )
-        )
+
+        def per_rank(side: str) -> str:
+            if not weights[side]["stored_by_dtype"]:
+                return "unknown (no safetensors headers read)"
+            return f"{_gib(weights[side]['per_rank'])} per rank"
+
+        rows.append(("weights", [f"target {per_rank('target')} (TP {tp})", f"draft {per_rank('draft')}"]))
     kv_segments = []
     for layout in plan["kv"]:
         text = f"{layout['name']} {_kib(layout['full_bytes_per_token'] + layout['sliding_bytes_per_token'])}/token"
@@ -333,6 +216,8 @@ def _rows(plan: dict[str, Any]) -> list[tuple[str, list[str]]]:
             rows.append(("memory", [usable, "does not fit (DFT082 below)"]))
     elif plan["request"]["gpu_memory_gib"] is None and weights:
         rows.append(("memory", ["not checked: pass --gpu-memory GIB"]))
+    elif _memory_unchecked(plan):
+        rows.append(("memory", ["not checked: the weights are unknown (DFT087 below)"]))
     parallel = plan["tensor_parallel"]
     if parallel:
         vocab = [f"{v['model']} vocab {v['vocab_size']} → {v['padded_vocab_size']} rows" for v in parallel["vocab"]]
@@ -400,17 +285,27 @@ def _engines_table(console: Console, engines: dict[str, dict[str, Any]]) -> None
 
 
 def _launches(console: Console, plan: dict[str, Any]) -> None:
-    """Each engine's launch line whole on a line of its own, after a `#` comment naming it."""
+    """Each engine's launch line, whole and pasteable (`print_command`), after a `#` comment naming
+    it. While the draft or the plan has an error (a vocabulary that does not match the target,
+    weights that do not fit), every line is printed commented out: shown, never run by a paste."""
     if not plan["engines"]:
         return
-    print_line(console, "launch (copy a command line and run it):", style="bold")
+    blocked = _plan_errors(plan)
+    runnable = not blocked and any(e["launch_command"] and e["ok"] for e in plan["engines"].values())
+    heading = "launch (copy a command line and run it):"
+    if blocked:
+        heading = f"launch (not to run until {', '.join(blocked)} above is fixed; lines kept as comments):"
+    elif not runnable:
+        heading = "launch (no line to run as it is; see the findings above):"
+    print_line(console, heading, style="bold")
     for engine in plan["engines"].values():
         spec = f"{engine['engine']}=={engine['version']}"
         command = engine["launch_command"]
         if not command:
-            print_line(console, f"# {spec}: no launch line: {engine['outcome']} (see the findings above)", style="dim")
+            print_comment(console, f"{spec}: no launch line: {engine['outcome']} (see the findings above)")
             continue
         failing = [f["code"] for f in engine["findings"] if f["severity"] == "error"]
-        note = f" (fails: {', '.join(failing)} above)" if failing else ""
-        print_line(console, f"# {spec}{note}", style="dim")
-        print_line(console, printable(command))
+        codes = list(dict.fromkeys([*blocked, *failing]))
+        note = f" (fails: {', '.join(codes)} above)" if codes else ""
+        print_comment(console, f"{spec}{note}")
+        print_command(console, command, commented=bool(codes))

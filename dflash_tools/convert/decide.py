@@ -15,7 +15,8 @@ from typing import Any
 
 from dflash_tools.convert.json_edit import same_json
 from dflash_tools.draft.description import DraftDescription, ValueSource
-from dflash_tools.draft.geometry import Geometry, layout_name, resolve_geometry, sample_from_anchor_key
+from dflash_tools.draft.dialect_spec import ProposalCount
+from dflash_tools.draft.geometry import Geometry, layout_name, resolve_geometry
 from dflash_tools.errors import OperationError
 from dflash_tools.findings import Finding
 from dflash_tools.reading.checkpoint import CONFIG_NAME
@@ -56,8 +57,13 @@ class _Evidence:
     stated_layouts: dict[str, bool]  # sample_from_anchor per location
 
     @property
-    def family(self) -> str:
-        return self.desc.dialect.family
+    def proposal_count(self) -> ProposalCount:
+        """What the draft's stored proposal count means in its dialect (its spec says)."""
+        return self.desc.spec.keys.proposal_count
+
+    @property
+    def proposal_key(self) -> str:
+        return self.desc.spec.keys.speculative_tokens or "speculative_tokens"
 
     @classmethod
     def of(cls, desc: DraftDescription) -> _Evidence:
@@ -135,12 +141,12 @@ def _block_size_from_flag(
     proposals = evidence.proposals
     if (
         not stated
-        and evidence.family == "speculators"
+        and evidence.proposal_count is ProposalCount.CHECKED
         and proposals
         and all(p not in (block_size, block_size - 1) for p in proposals)
     ):
         notes.warnings.append(
-            f"--block-size {block_size} disagrees with speculators_config.proposal_methods[*].speculative_tokens = "
+            f"--block-size {block_size} disagrees with {evidence.proposal_key} = "
             f"{proposals}, which a draft of block size {block_size} would store as {block_size - 1} or {block_size}; "
             "the proposal count is rewritten to match"
         )
@@ -176,20 +182,20 @@ def _layout_from_flag(
     proposals = evidence.proposals
     if (
         sample_from_anchor
-        and evidence.family == "speculators"
+        and evidence.proposal_count is ProposalCount.CHECKED
         and not stated
         and evidence_block is not None
         and proposals
         and all(p == evidence_block - 1 for p in proposals)
     ):
         notes.warnings.append(
-            f"--sample-from-anchor contradicts the evidence: speculators_config.proposal_methods[*]."
-            f"speculative_tokens = {evidence_block - 1} = block_size - 1 is what a bonus-anchor draft stores; "
+            f"--sample-from-anchor contradicts the evidence: {evidence.proposal_key} = "
+            f"{evidence_block - 1} = block_size - 1 is what a bonus-anchor draft stores; "
             f"it is rewritten to {evidence_block}"
         )
     return replace(
         probe,
-        sample_from_anchor_values={sample_from_anchor_key(evidence.family): sample_from_anchor},
+        sample_from_anchor_values={evidence.desc.spec.keys.primary_layout: sample_from_anchor},
         layout_evidence=(),
     )
 
@@ -216,7 +222,7 @@ def _note_unstated_block_size(evidence: _Evidence, geometry: Geometry, notes: _N
                 "block_size",
                 block,
                 "default",
-                f"block_size is absent: speculators' class default {block} is written explicitly; "
+                f"block_size is absent: the {evidence.desc.spec.title} class default {block} is written explicitly; "
                 "pass --block-size N if the draft was trained with another block size",
             )
         )
@@ -226,7 +232,7 @@ def _note_unstated_block_size(evidence: _Evidence, geometry: Geometry, notes: _N
                 "block_size",
                 block,
                 "inferred",
-                f"block_size = {block}, from speculative_config.speculative_tokens = {evidence.proposals[0]} and "
+                f"block_size = {block}, from {evidence.proposal_key} = {evidence.proposals[0]} and "
                 f"sample_from_anchor = {str(sfa).lower()}",
             )
         )
@@ -261,11 +267,11 @@ def _fix_proposal_counts(evidence: _Evidence, geometry: Geometry, notes: _Notes)
     """Proposal counts (speculators, Open Spec) must equal the trained K_max; wrong ones are fixed."""
     block, sfa, k_max = geometry.block_size, geometry.sample_from_anchor, geometry.max_speculative_tokens
     desc = evidence.desc
-    if evidence.family == "speculators":
+    if evidence.proposal_count is ProposalCount.CHECKED:
         for index, tokens in enumerate(desc.proposal_speculative_tokens or []):
             if tokens == k_max:
                 continue
-            key = f"speculators_config.proposal_methods[{index}].speculative_tokens"
+            key = evidence.proposal_key.replace("[*]", f"[{index}]")
             why = (
                 "files written before April 2026 stored block_size here by mistake; if the draft was trained "
                 "anchor-first, pass --sample-from-anchor instead"
@@ -274,14 +280,10 @@ def _fix_proposal_counts(evidence: _Evidence, geometry: Geometry, notes: _Notes)
             )
             notes.decisions.append(Decision(key, k_max, "fixed", f"{key}: {json.dumps(tokens)} -> {k_max} ({why})"))
     proposals = evidence.proposals
-    if evidence.family == "open-spec" and proposals and proposals[0] != k_max:
+    if evidence.proposal_count is ProposalCount.BLOCK_SIZE and proposals and proposals[0] != k_max:
+        key = evidence.proposal_key
         notes.decisions.append(
-            Decision(
-                "speculative_config.speculative_tokens",
-                k_max,
-                "fixed",
-                f"speculative_config.speculative_tokens: {proposals[0]} -> {k_max} (K_max of block_size {block})",
-            )
+            Decision(key, k_max, "fixed", f"{key}: {proposals[0]} -> {k_max} (K_max of block_size {block})")
         )
 
 

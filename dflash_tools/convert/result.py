@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from dflash_tools.convert.plan import ConvertPlan
-from dflash_tools.findings import Finding
+from dflash_tools.findings import Finding, Severity
 from dflash_tools.inspect import InspectReport
 
 SCHEMA_VERSION = 1
@@ -46,6 +46,13 @@ class ConvertResult:
         return not self.new_errors
 
     @property
+    def remaining_errors(self) -> list[Finding]:
+        """Error findings of the written checkpoint (new or not): what convert could not fix."""
+        if self.after is None:
+            return []
+        return [f for f in self.after.findings if f.severity is Severity.ERROR]
+
+    @property
     def bytes_copied(self) -> int:
         return sum(f.bytes for f in self.files if f.action in ("copy", "repack", "write"))
 
@@ -81,6 +88,7 @@ class ConvertResult:
             document["verification"] = {
                 "ok": not self.new_errors,
                 "new_errors": [f.to_dict() for f in self.new_errors],
+                "remaining_errors": sorted({f.code for f in self.remaining_errors}),
                 "findings": [f.to_dict() for f in self.after.findings],
                 "geometry": self.after.geometry.to_dict() if self.after.geometry else None,
             }

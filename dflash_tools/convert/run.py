@@ -56,6 +56,7 @@ def convert_checkpoint(
     create_pr: bool = True,
     commit_message: str | None = None,
     for_engines: list[str] | None = None,
+    push_with_errors: bool = True,
 ) -> ConvertResult:
     """Convert `source` into `output` (a new folder), or rewrite it `in_place`.
 
@@ -64,6 +65,8 @@ def convert_checkpoint(
     `create_pr=False`). Raises UsageError for option mistakes and output locations that cannot
     be used, OperationError for refused conversions and failed verification or upload, and
     `files.locking.LockBusy` (a UsageError, exit 2) when another run is writing the folder or OUT.
+    `push_with_errors=False` pushes nothing while the written checkpoint still has error findings
+    (`ConvertResult.remaining_errors`; the CLI's default, `--allow-errors` lifts it).
     """
     with contextlib.ExitStack() as locks:
         mode = LinkMode(link_mode)
@@ -131,7 +134,10 @@ def convert_checkpoint(
                     # Never tie a user's folder to files inside the installed package.
                     mode = LinkMode.COPY
                 run_to_output(plan, local, destination, result, mode, force=force)
-        if push_to_hub:
+        if push_to_hub and not push_with_errors and result.remaining_errors:
+            codes = ", ".join(sorted({f.code for f in result.remaining_errors}))
+            result.notes.append(f"not pushed to {push_to_hub}: the written checkpoint still has errors ({codes})")
+        elif push_to_hub:
             assert destination is not None
             result.push = push_folder(
                 destination,

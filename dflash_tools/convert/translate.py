@@ -14,7 +14,7 @@ from dflash_tools._version import __version__
 from dflash_tools.convert.decide import Decision
 from dflash_tools.dialects import speculators as speculators_dialect
 from dflash_tools.dialects import zlab as zlab_dialect
-from dflash_tools.draft.description import Algorithm, Dialect, DraftDescription
+from dflash_tools.draft.description import Algorithm, DraftDescription
 from dflash_tools.draft.geometry import Geometry
 from dflash_tools.draft.target import TargetSpec
 from dflash_tools.errors import OperationError
@@ -24,7 +24,7 @@ from dflash_tools.findings import brief_list
 # exactly (key order, auto_map, token ids, versions...). Engines and both dialects' loaders
 # ignore unknown top-level keys.
 RESTORE_KEY = "dflash_tools_restore"
-TARGET_FAMILIES = ("zlab", "speculators")
+TARGET_FAMILIES = tuple(dialects.WRITERS)  # ("zlab", "speculators"): the dialects with a writer
 
 
 def check_cross_dialect(desc: DraftDescription, destination: str) -> None:
@@ -116,11 +116,8 @@ def render_cross(
     base: dict[str, Any] | None = None
     record_dialect = ""
     if isinstance(record, dict) and isinstance(record.get("config"), dict) and isinstance(record.get("dialect"), str):
-        try:
-            record_family = Dialect(record["dialect"]).family
-        except ValueError:
-            record_family = None
-        if record_family == destination:
+        recorded = dialects.by_name(record["dialect"])
+        if recorded is not None and recorded.family == destination:
             base = record["config"]
             record_dialect = record["dialect"]
     config = dialects.render(
@@ -183,7 +180,7 @@ def render_cross(
         if not non_causal and (layer_types is None or "full_attention" in layer_types):
             warnings.append(
                 "the speculators form has sliding_window_non_causal = false with full-attention layers: "
-                "vLLM 0.33 runs those layers causally (DFT040); serve the z-lab form to keep them bidirectional"
+                "vLLM runs those layers causally (DFT040); serve the z-lab form to keep them bidirectional"
             )
         if target is None:
             warnings.append("no --target: speculators_config.verifier is left empty; pass --target to record it")

@@ -3,7 +3,8 @@
 Typed access to untrusted config dicts (wrong types become findings, never exceptions), and the
 pieces two dialects both need: the DFlash2 conv/selector keys (z-lab's `dflash_config` and
 speculators' top level spell them alike), speculators' `sliding_window_non_causal` default (the
-z-lab writer translates from it) and the order-keeping merge both writers use.
+z-lab writer translates from it), the order-keeping merge both writers use, and `stated`, which
+reads the block sizes and layout declarations at the places a dialect's spec lists.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from dflash_tools.draft.description import Algorithm, DecoderSpec, DFlash2Spec, DraftDescription, LayoutEvidence
+from dflash_tools.draft.description import Algorithm, DecoderSpec, DFlash2Spec, DraftDescription
+from dflash_tools.draft.dialect_spec import DialectSpec
 from dflash_tools.findings import Finding, make_finding
 
 _MISSING = object()
@@ -285,20 +287,28 @@ def sliding_window_non_causal(desc: DraftDescription) -> bool:
     return SLIDING_WINDOW_NON_CAUSAL_DEFAULT[desc.algorithm]
 
 
-def shift_label_evidence(*views: ConfigView) -> tuple[LayoutEvidence, ...]:
-    """`shift_label` where each view has it: Domino-style configs say the layout this way.
+def stated(config: dict[str, Any], paths: tuple[str, ...]) -> dict[str, Any]:
+    """The raw value at each dotted path of `paths` that `config` has, in the order given.
 
-    True means the training labels were shifted by one (position 0 predicts anchor + 1): the
-    anchor-first layout; false, the bonus layout. A value that is not a boolean is a DFT006.
+    Readers record block sizes and layout declarations this way, at the places their spec lists
+    (`SPEC.keys.block_size`, `SPEC.keys.layout`); geometry judges the values.
     """
-    evidence = []
-    for view in views:
-        value = view.get_bool("shift_label")
-        if value is not None:
-            meaning = "position 0 predicts anchor + 1: anchor-first" if value else "position 0 is the anchor: bonus"
-            evidence.append(
-                LayoutEvidence(
-                    view.path("shift_label"), value, f"{view.path('shift_label')} = {str(value).lower()} ({meaning})"
-                )
-            )
-    return tuple(evidence)
+    out: dict[str, Any] = {}
+    for path in paths:
+        node: Any = config
+        for part in path.split("."):
+            if not isinstance(node, dict) or part not in node:
+                break
+            node = node[part]
+        else:
+            out[path] = node
+    return out
+
+
+def layout_values(config: dict[str, Any], spec: DialectSpec) -> dict[str, Any]:
+    """Every declaration of the layout the config makes, at the places its format keeps one."""
+    return stated(config, tuple(key.path for key in spec.keys.layout))
+
+
+def block_size_values(config: dict[str, Any], spec: DialectSpec) -> dict[str, Any]:
+    return stated(config, spec.keys.block_size)

@@ -14,19 +14,43 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from dflash_tools.dialects._common import ConfigInvalid, ConfigView, architectures, read_decoder
+from dflash_tools.dialects._common import (
+    ConfigInvalid,
+    ConfigView,
+    architectures,
+    block_size_values,
+    layout_values,
+    read_decoder,
+)
 from dflash_tools.draft.description import Algorithm, Dialect, DraftDescription, DSparkSpec, LayoutEvidence
+from dflash_tools.draft.dialect_spec import Causality, DialectKeys, DialectSpec, LayoutKey
 from dflash_tools.draft.geometry import Geometry
 
-DIALECTS = (Dialect.DSPARK_NATIVE,)
-MARKERS = "architectures [Qwen3DSparkModel], [Gemma4DSparkModel] or [DSparkDraftModel]"
+SPEC = DialectSpec(
+    family="dspark-native",
+    title="native DSpark",
+    markers="architectures [Qwen3DSparkModel], [Gemma4DSparkModel] or [DSparkDraftModel]",
+    # No layout key means anchor-first: vLLM's default (vllm/v1/worker/gpu/spec_decode/dspark/speculator.py).
+    dialects=(Dialect("dspark-native", Algorithm.DSPARK, sample_from_anchor_default=True),),
+    keys=DialectKeys(
+        decoder=("",),
+        algorithm=("",),
+        block_size=("block_size",),
+        # vLLM reads sample_from_anchor (vllm/v1/worker/gpu/spec_decode/dspark/speculator.py);
+        # query_zero_predicts_next is the other spelling DeepSpec drafts are declared with.
+        layout=(LayoutKey("sample_from_anchor"), LayoutKey("query_zero_predicts_next")),
+    ),
+    causality=Causality.SLIDING_WINDOW_NON_CAUSAL,
+    lowest_layer_id=-1,  # -1 is the embedding output
+)
+(DSPARK_NATIVE,) = SPEC.dialects
 _ARCHITECTURES = {"Qwen3DSparkModel", "Gemma4DSparkModel", "DSparkDraftModel"}
 
 
 def detect(config: dict[str, Any]) -> Dialect | None:
     if "speculators_model_type" in config:
         return None
-    return Dialect.DSPARK_NATIVE if _ARCHITECTURES & set(architectures(config)) else None
+    return DSPARK_NATIVE if _ARCHITECTURES & set(architectures(config)) else None
 
 
 def read(config: dict[str, Any], dialect: Dialect) -> DraftDescription:
@@ -56,10 +80,8 @@ def read(config: dict[str, Any], dialect: Dialect) -> DraftDescription:
         mask_token_id=top.get_int("mask_token_id", minimum=0),
         mask_token_id_key="mask_token_id" if "mask_token_id" in config else None,
         draft_vocab_size=top.get_int("draft_vocab_size") or decoder.vocab_size,
-        block_size_values={"block_size": config["block_size"]} if "block_size" in config else {},
-        sample_from_anchor_values=(
-            {"sample_from_anchor": config["sample_from_anchor"]} if "sample_from_anchor" in config else {}
-        ),
+        block_size_values=block_size_values(config, SPEC),
+        sample_from_anchor_values=layout_values(config, SPEC),
         layout_evidence=evidence,
         num_target_layers=top.get_int("num_target_layers"),
         dspark=DSparkSpec(
@@ -80,7 +102,7 @@ def is_deepspec_dflash(config: dict[str, Any]) -> bool:
         and config.get("markov_rank") == 0
         and not isinstance(config.get("markov_rank"), bool)
         and "dflash_config" not in config
-        and "sample_from_anchor" not in config
+        and not layout_values(config, SPEC)
     )
 
 

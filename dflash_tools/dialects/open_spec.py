@@ -9,16 +9,38 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from dflash_tools.dialects._common import ConfigInvalid, ConfigView, read_decoder
+from dflash_tools.dialects._common import ConfigInvalid, ConfigView, layout_values, read_decoder
 from dflash_tools.draft.description import Algorithm, Dialect, DraftDescription
+from dflash_tools.draft.dialect_spec import Causality, DialectKeys, DialectSpec, LayoutKey, ProposalCount
 from dflash_tools.draft.geometry import Geometry
 
-DIALECTS = (Dialect.OPEN_SPEC,)
-MARKERS = "open_spec_config_version with speculative_config"
+SPEC = DialectSpec(
+    family="open-spec",
+    title="Open Spec",
+    markers="open_spec_config_version with speculative_config",
+    # `method` in the file says dflash or dflash2; dflash when it does not.
+    dialects=(Dialect("open-spec", Algorithm.DFLASH),),
+    keys=DialectKeys(
+        decoder=("",),
+        algorithm=("speculative_config.",),
+        block_size=(),
+        layout=(LayoutKey("speculative_config.sample_from_anchor"),),
+        speculative_tokens="speculative_config.speculative_tokens",
+        proposal_count=ProposalCount.BLOCK_SIZE,
+    ),
+    causality=Causality.SLIDING_WINDOW_NON_CAUSAL,
+    format_keys=("open_spec_config_version",),
+    layout_required=True,  # the Open Spec schema requires sample_from_anchor
+    unread_hints={
+        None: "no serving engine reads Open Spec configs, and dflash-tools convert does not translate them: write "
+        "the z-lab form (docs/convert.md)"
+    },
+)
+(OPEN_SPEC,) = SPEC.dialects
 
 
 def detect(config: dict[str, Any]) -> Dialect | None:
-    return Dialect.OPEN_SPEC if "open_spec_config_version" in config else None
+    return OPEN_SPEC if "open_spec_config_version" in config else None
 
 
 def read(config: dict[str, Any], dialect: Dialect) -> DraftDescription:
@@ -47,11 +69,7 @@ def read(config: dict[str, Any], dialect: Dialect) -> DraftDescription:
         mask_token_id=spec.get_int("mask_token_id", minimum=0),
         mask_token_id_key="speculative_config.mask_token_id" if spec.has("mask_token_id") else None,
         draft_vocab_size=spec.get_int("draft_vocab_size") or decoder.vocab_size,
-        sample_from_anchor_values=(
-            {"speculative_config.sample_from_anchor": spec.raw("sample_from_anchor")}
-            if spec.has("sample_from_anchor")
-            else {}
-        ),
+        sample_from_anchor_values=layout_values(config, SPEC),
         proposal_speculative_tokens=[tokens] if tokens is not None else None,
         sliding_window_non_causal=spec.get_bool("sliding_window_non_causal"),
         verifier_name=verifier_name,

@@ -15,24 +15,54 @@ from dflash_tools.dialects._common import (
     SLIDING_WINDOW_NON_CAUSAL_DEFAULT,
     ConfigInvalid,
     ConfigView,
+    block_size_values,
+    layout_values,
     merge_ordered,
     read_decoder,
     read_dflash2_keys,
-    shift_label_evidence,
     sliding_window_non_causal,
 )
 from dflash_tools.draft.description import Algorithm, Dialect, DraftDescription, DSparkSpec
+from dflash_tools.draft.dialect_spec import Causality, DialectKeys, DialectSpec, LayoutKey, ProposalCount
 from dflash_tools.draft.geometry import Geometry
 from dflash_tools.findings import make_finding
 
-DIALECTS = (Dialect.SPECULATORS_DFLASH, Dialect.SPECULATORS_DFLASH2, Dialect.SPECULATORS_DSPARK)
-MARKERS = "speculators_model_type (dflash, dflash2, dspark) with speculators_config"
-
-_BY_TYPE = {
-    "dflash": (Dialect.SPECULATORS_DFLASH, Algorithm.DFLASH),
-    "dflash2": (Dialect.SPECULATORS_DFLASH2, Algorithm.DFLASH2),
-    "dspark": (Dialect.SPECULATORS_DSPARK, Algorithm.DSPARK),
-}
+SPEC = DialectSpec(
+    family="speculators",
+    title="speculators",
+    markers="speculators_model_type (dflash, dflash2, dspark) with speculators_config",
+    # The class defaults of sample_from_anchor (speculators/models/dflash/config.py,
+    # speculators/models/dspark/config.py).
+    dialects=(
+        Dialect("speculators-dflash", Algorithm.DFLASH),
+        Dialect("speculators-dflash2", Algorithm.DFLASH2),
+        Dialect("speculators-dspark", Algorithm.DSPARK, sample_from_anchor_default=True),
+    ),
+    keys=DialectKeys(
+        # speculators' loader falls back to top-level decoder keys.
+        decoder=("transformer_layer_config.", ""),
+        algorithm=("",),
+        block_size=("block_size",),
+        layout=(LayoutKey("sample_from_anchor"), LayoutKey("query_zero_predicts_next"), LayoutKey("shift_label")),
+        speculative_tokens="speculators_config.proposal_methods[*].speculative_tokens",
+        proposal_count=ProposalCount.CHECKED,
+    ),
+    causality=Causality.SLIDING_WINDOW_NON_CAUSAL,
+    format_keys=("speculators_model_type",),
+    block_size_default=8,  # the config class default (speculators/models/dflash/config.py)
+    layer_id_offset=1,
+    lowest_layer_id=-1,  # aux id 0, the embedding output: DFT033 says so
+    one_causal_flag_when_served=True,
+    window_trained_from_anchor=True,
+    loaded_by_architecture=False,
+    unread_hints={
+        Algorithm.DFLASH: "convert it to the z-lab form it reads: `dflash-tools convert SRC -o OUT --to zlab`",
+        Algorithm.DFLASH2: "convert it to the z-lab form it reads: `dflash-tools convert SRC -o OUT --to zlab`",
+        Algorithm.DSPARK: "serve it with vLLM, which translates speculators DSpark configs",
+    },
+)
+SPECULATORS_DFLASH, SPECULATORS_DFLASH2, SPECULATORS_DSPARK = SPEC.dialects
+_BY_TYPE = {dialect.algorithm.value: dialect for dialect in SPEC.dialects}
 # speculators' config class default: a file without the key is read as a 32000-token draft vocab.
 DEFAULT_DRAFT_VOCAB_SIZE = 32000
 
@@ -40,7 +70,7 @@ DEFAULT_DRAFT_VOCAB_SIZE = 32000
 def detect(config: dict[str, Any]) -> Dialect | None:
     kind = config.get("speculators_model_type")
     if isinstance(kind, str) and kind in _BY_TYPE:
-        return _BY_TYPE[kind][0]
+        return _BY_TYPE[kind]
     return None
 
 
@@ -53,7 +83,7 @@ def proposal_tokens(config: dict[str, Any]) -> list[Any] | None:
 
 
 def read(config: dict[str, Any], dialect: Dialect) -> DraftDescription:
-    algorithm = next(a for d, a in _BY_TYPE.values() if d is dialect)
+    algorithm = dialect.algorithm
     top = ConfigView(config)
     layer_config = top.sub("transformer_layer_config")
     decoder = read_decoder(layer_config, top) if layer_config is not None else read_decoder(top)
@@ -86,8 +116,6 @@ def read(config: dict[str, Any], dialect: Dialect) -> DraftDescription:
             verifier_name = verifier.get_str("name_or_path")
             verifier_archs = verifier.get_str_list("architectures")
 
-    block_values = {"block_size": config["block_size"]} if "block_size" in config else {}
-    sfa_values = {"sample_from_anchor": config["sample_from_anchor"]} if "sample_from_anchor" in config else {}
     dspark = None
     if algorithm is Algorithm.DSPARK:
         dspark = DSparkSpec(
@@ -105,9 +133,8 @@ def read(config: dict[str, Any], dialect: Dialect) -> DraftDescription:
         mask_token_id=top.get_int("mask_token_id", minimum=0),
         mask_token_id_key="mask_token_id" if "mask_token_id" in config else None,
         draft_vocab_size=vocab,
-        block_size_values=block_values,
-        sample_from_anchor_values=sfa_values,
-        layout_evidence=shift_label_evidence(top),
+        block_size_values=block_size_values(config, SPEC),
+        sample_from_anchor_values=layout_values(config, SPEC),
         proposal_speculative_tokens=proposal_tokens(config),
         target_hidden_size=top.get_int("target_hidden_size"),
         sliding_window_non_causal=top.get_bool("sliding_window_non_causal"),
@@ -195,7 +222,10 @@ def render(
     kind = desc.algorithm.value
     # z-lab `is_causal: false` makes every layer bidirectional; without it sliding layers are
     # causal and full layers bidirectional, which is speculators' `false` (docs/rules.md, "Decisions").
-    non_causal = sliding_window_non_causal(desc) if desc.dialect.family == "speculators" else desc.is_causal is False
+    if desc.spec.causality is Causality.SLIDING_WINDOW_NON_CAUSAL:
+        non_causal = sliding_window_non_causal(desc)
+    else:
+        non_causal = desc.is_causal is False
     base = base_config
     base_keys = set(base) if base is not None else set()
 

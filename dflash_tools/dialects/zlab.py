@@ -15,21 +15,41 @@ from dflash_tools.dialects._common import (
     ConfigInvalid,
     ConfigView,
     architectures,
+    block_size_values,
+    layout_values,
     merge_ordered,
     read_decoder,
     read_dflash2_keys,
-    shift_label_evidence,
     sliding_window_non_causal,
 )
-from dflash_tools.draft.description import (
-    Algorithm,
-    Dialect,
-    DraftDescription,
-)
+from dflash_tools.draft.description import Algorithm, Dialect, DraftDescription
+from dflash_tools.draft.dialect_spec import Causality, DialectKeys, DialectSpec, LayoutKey
 from dflash_tools.draft.geometry import Geometry
 
-DIALECTS = (Dialect.ZLAB_DFLASH, Dialect.ZLAB_DFLASH2)
-MARKERS = "architectures [DFlashDraftModel] or [DFlash2DraftModel] with dflash_config"
+SPEC = DialectSpec(
+    family="zlab",
+    title="z-lab",
+    markers="architectures [DFlashDraftModel] or [DFlash2DraftModel] with dflash_config",
+    dialects=(Dialect("zlab-dflash", Algorithm.DFLASH), Dialect("zlab-dflash2", Algorithm.DFLASH2)),
+    keys=DialectKeys(
+        decoder=("",),
+        algorithm=("dflash_config.", ""),
+        block_size=("block_size", "dflash_config.block_size"),
+        # vLLM reads the layout from dflash_config.sample_from_anchor only; PixelML's vLLM overlay
+        # reads dflash_config.query_zero_predicts_next, SGLang's Domino path dflash_config.shift_label
+        # (sglang/srt/speculative/dflash_utils.py). The top level is a mirror vLLM ignores.
+        layout=(
+            LayoutKey("dflash_config.sample_from_anchor"),
+            LayoutKey("dflash_config.query_zero_predicts_next"),
+            LayoutKey("dflash_config.shift_label"),
+            LayoutKey("sample_from_anchor", mirror=True),
+            LayoutKey("query_zero_predicts_next", mirror=True),
+            LayoutKey("shift_label", mirror=True),
+        ),
+    ),
+    causality=Causality.IS_CAUSAL,
+)
+ZLAB_DFLASH, ZLAB_DFLASH2 = SPEC.dialects
 
 DFLASH2_SCALARS = ("input_embedding_scale", "output_multiplier", "final_logit_softcapping")
 
@@ -39,9 +59,9 @@ def detect(config: dict[str, Any]) -> Dialect | None:
         return None
     archs = architectures(config)
     if "DFlash2DraftModel" in archs:
-        return Dialect.ZLAB_DFLASH2
+        return ZLAB_DFLASH2
     if "DFlashDraftModel" in archs:
-        return Dialect.ZLAB_DFLASH
+        return ZLAB_DFLASH
     return None
 
 
@@ -66,18 +86,7 @@ def read(config: dict[str, Any], dialect: Dialect) -> DraftDescription:
     if mask is None:
         mask_key = None
 
-    block_values = {}
-    if top.has("block_size"):
-        block_values["block_size"] = top.raw("block_size")
-    if dflash.has("block_size"):
-        block_values["dflash_config.block_size"] = dflash.raw("block_size")
-    sfa_values = {}
-    if dflash.has("sample_from_anchor"):
-        sfa_values["dflash_config.sample_from_anchor"] = dflash.raw("sample_from_anchor")
-    if top.has("sample_from_anchor"):
-        sfa_values["sample_from_anchor"] = top.raw("sample_from_anchor")
-
-    algorithm = Algorithm.DFLASH2 if dialect is Dialect.ZLAB_DFLASH2 else Algorithm.DFLASH
+    algorithm = dialect.algorithm
     dflash2 = None
     if algorithm is Algorithm.DFLASH2:
         dflash2 = read_dflash2_keys(dflash)
@@ -91,9 +100,8 @@ def read(config: dict[str, Any], dialect: Dialect) -> DraftDescription:
         mask_token_id=mask,
         mask_token_id_key=mask_key,
         draft_vocab_size=decoder.vocab_size,
-        block_size_values=block_values,
-        sample_from_anchor_values=sfa_values,
-        layout_evidence=shift_label_evidence(dflash, top),
+        block_size_values=block_size_values(config, SPEC),
+        sample_from_anchor_values=layout_values(config, SPEC),
         num_target_layers=top.get_int("num_target_layers") or dflash.get_int("num_target_layers"),
         target_hidden_size=dflash.get_int("target_hidden_size") or top.get_int("target_hidden_size"),
         is_causal=top.get_bool("is_causal"),
@@ -196,7 +204,7 @@ def render(
     top: dict[str, Any] = {"architectures": [_ARCHITECTURE[desc.algorithm]]}
     if "dtype" in raw:
         top["dtype"] = raw["dtype"]
-    if desc.dialect.family == "zlab":
+    if desc.spec.causality is Causality.IS_CAUSAL:
         non_causal_everywhere = desc.is_causal is False
     else:
         non_causal_everywhere = sliding_window_non_causal(desc)

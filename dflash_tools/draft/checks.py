@@ -1,10 +1,14 @@
-"""Config-level checks that need neither tensors nor a target."""
+"""Config-level checks that need neither tensors nor a target.
+
+What depends on the format (where the mask token is expected, how the file numbers layers, how
+causality is stated) is read from the draft's dialect spec (`desc.spec`), never from its name.
+"""
 
 from __future__ import annotations
 
 from collections import Counter
 
-from dflash_tools.draft.description import Algorithm, Dialect, DraftDescription
+from dflash_tools.draft.description import Algorithm, DraftDescription
 from dflash_tools.findings import Finding, brief_list, make_finding
 
 
@@ -19,9 +23,8 @@ def check_config(desc: DraftDescription) -> list[Finding]:
 
 def _raw_ids(desc: DraftDescription) -> list[int]:
     """Layer ids as the file writes them (for messages that quote the file)."""
-    if desc.dialect.family == "speculators":
-        return [i + 1 for i in desc.target_layer_ids]
-    return list(desc.target_layer_ids)
+    offset = desc.spec.layer_id_offset
+    return [i + offset for i in desc.target_layer_ids]
 
 
 def check_layer_id_order(desc: DraftDescription) -> list[Finding]:
@@ -55,20 +58,21 @@ def check_layer_id_order(desc: DraftDescription) -> list[Finding]:
                 values={key: _raw_ids(desc)},
             )
         )
-    if desc.dialect.family == "speculators" and -1 in ids:  # raw id 0 (speculators ids are z-lab id + 1)
+    spec = desc.spec
+    if spec.layer_id_offset == 1 and -1 in ids:  # raw id 0 (hidden_states indices are z-lab id + 1)
         findings.append(
             make_finding(
                 "DFT033",
-                f"{key} contains 0, the embedding output: speculators ids are hidden_states indices (z-lab id + 1), "
+                f"{key} contains 0, the embedding output: {spec.title} ids are hidden_states indices (z-lab id + 1), "
                 "so these ids look written in the z-lab convention",
                 "if the ids were copied from a z-lab config, add 1 to each (`dflash-tools convert --to speculators` does it)",
                 keys=(key,),
                 values={key: _raw_ids(desc)},
             )
         )
-    lowest = -1 if desc.dialect is Dialect.DSPARK_NATIVE else 0
+    lowest = spec.lowest_layer_id
     negative = [i for i in ids if i < lowest]
-    if negative and desc.dialect.family != "speculators":
+    if negative:
         findings.append(
             make_finding(
                 "DFT030",
@@ -83,12 +87,7 @@ def check_layer_id_order(desc: DraftDescription) -> list[Finding]:
 
 def check_mask_token(desc: DraftDescription) -> list[Finding]:
     if desc.mask_token_id is None:
-        where = {
-            "zlab": "dflash_config.mask_token_id",
-            "speculators": "mask_token_id",
-            "open-spec": "speculative_config.mask_token_id",
-            "dspark-native": "mask_token_id",
-        }[desc.dialect.family]
+        where = desc.spec.keys.algorithm_path("mask_token_id")
         return [
             make_finding(
                 "DFT032",
@@ -112,8 +111,9 @@ def check_mask_token(desc: DraftDescription) -> list[Finding]:
 
 def check_causality(desc: DraftDescription) -> list[Finding]:
     """vLLM maps speculators `sliding_window_non_causal` to one causal flag for every layer."""
+    spec = desc.spec
     if (
-        desc.dialect.family != "speculators"
+        not spec.one_causal_flag_when_served
         or desc.algorithm is Algorithm.DSPARK
         or desc.sliding_window_non_causal is not False
     ):
@@ -132,7 +132,7 @@ def check_causality(desc: DraftDescription) -> list[Finding]:
             f"sliding_window_non_causal is false: vLLM sets dflash_config.causal = true for every layer, so "
             f"full-attention layers {brief_list(full)} run causally although speculators trained them bidirectional",
             "serve a z-lab conversion (`dflash-tools convert SRC -o OUT --to zlab`) or a vLLM that honours per-layer causality",
-            keys=("sliding_window_non_causal", "transformer_layer_config.layer_types"),
+            keys=("sliding_window_non_causal", f"{spec.keys.decoder[0]}layer_types"),
             values={"full_attention_layers": full},
         )
     ]

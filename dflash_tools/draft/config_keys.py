@@ -5,7 +5,7 @@ This is the one place that says what a well-formed value of each engine-read key
 a wrong type, or a value outside the allowed range or set, is an error (DFT006: the engine
 fails at load, or silently reads something else); a same-typed value far outside what any real
 checkpoint uses is a warning (DFT058) that names the key. `docs/config-keys.md` is generated
-from this table (`python -m dflash_tools.draft.config_keys`), and a test keeps the two in step.
+from this table and the dialect specs (`python -m dflash_tools.dialects`), and a test keeps the two in step.
 
 A plain frozen-dataclass table rather than pydantic models: the table is data that is rendered
 into documentation and walked at several config locations per dialect, and `inspect` stays free
@@ -18,11 +18,12 @@ import json
 import math
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from dflash_tools.draft.dialect_spec import DialectSpec
 from dflash_tools.findings import Finding, Severity, make_finding
 
 
@@ -38,31 +39,26 @@ class KeyType(StrEnum):
 
 
 class Scope(StrEnum):
-    """Where a key lives, which depends on the dialect family (see `LOCATIONS`)."""
+    """Where a key lives; each dialect's spec says where each scope sits in its configs."""
 
     DECODER = "decoder"
     ALGORITHM = "algorithm"
     TOP = "top"
 
 
-# Where each scope sits, per dialect family, most authoritative first. speculators nests the
-# decoder in `transformer_layer_config` (its loader falls back to top-level keys); z-lab keeps
-# the algorithm keys in `dflash_config`, older releases at the top level.
-LOCATIONS: dict[Scope, dict[str, tuple[str, ...]]] = {
-    Scope.DECODER: {
-        "zlab": ("",),
-        "speculators": ("transformer_layer_config.", ""),
-        "open-spec": ("",),
-        "dspark-native": ("",),
-    },
-    Scope.ALGORITHM: {
-        "zlab": ("dflash_config.", ""),
-        "speculators": ("",),
-        "open-spec": ("speculative_config.",),
-        "dspark-native": ("",),
-    },
-    Scope.TOP: {"zlab": ("",), "speculators": ("",), "open-spec": ("",), "dspark-native": ("",)},
-}
+def prefixes(scope: Scope, spec: DialectSpec) -> tuple[str, ...]:
+    """Where a scope sits in a dialect's configs, most authoritative first ("" is the top level).
+
+    speculators nests the decoder in `transformer_layer_config` (its loader falls back to
+    top-level keys); z-lab keeps the algorithm keys in `dflash_config`, older releases at the top
+    level: the specs in `dflash_tools/dialects/` say so.
+    """
+    if scope is Scope.DECODER:
+        return spec.keys.decoder
+    if scope is Scope.ALGORITHM:
+        return spec.keys.algorithm
+    return ("",)
+
 
 # Activation names transformers' ACT2FN (and vLLM's get_act_fn) resolve.
 ACTIVATIONS = frozenset(
@@ -220,6 +216,24 @@ KEYS: tuple[ConfigKey, ...] = (
         "sample_from_anchor", KeyType.BOOL, Scope.ALGORITHM, (V, ZL, SP), "per dialect", owner="geometry (DFT011)"
     ),
     ConfigKey(
+        "query_zero_predicts_next",
+        KeyType.BOOL,
+        Scope.ALGORITHM,
+        (),
+        "per dialect",
+        owner="geometry (DFT010, DFT011)",
+        note="another spelling of sample_from_anchor (PixelML's vLLM overlay, SGLang PR 40203); no release reads it",
+    ),  # fmt: skip
+    ConfigKey(
+        "shift_label",
+        KeyType.BOOL,
+        Scope.ALGORITHM,
+        ("SGLang",),
+        "per dialect",
+        owner="geometry (DFT010, DFT011)",
+        note="Domino's spelling of sample_from_anchor; SGLang reads it for projector_type domino only",
+    ),  # fmt: skip
+    ConfigKey(
         "speculators_config.proposal_methods[*].speculative_tokens",
         KeyType.INT,
         Scope.TOP,
@@ -356,20 +370,14 @@ def _lookup(config: dict[str, Any], path: str) -> tuple[bool, Any]:
     return True, node
 
 
-def located(config: dict[str, Any], family: str) -> Iterator[tuple[ConfigKey, str, Any]]:
+def located(config: dict[str, Any], spec: DialectSpec) -> Iterator[tuple[ConfigKey, str, Any]]:
     """Every table key present in `config`, with the dotted path it was found at and its value."""
     for entry in KEYS:
-        for prefix in LOCATIONS[entry.scope].get(family, ("",)):
+        for prefix in prefixes(entry.scope, spec):
             path = prefix + entry.key
             present, value = _lookup(config, path)
             if present:
                 yield entry, path, value
-
-
-def primary_path(key: str, family: str) -> str:
-    """Where engines read `key` in a dialect family's config (the first of its locations)."""
-    entry = BY_KEY[key]
-    return LOCATIONS[entry.scope][family][0] + entry.key
 
 
 def _show(value: Any) -> str:
@@ -387,10 +395,10 @@ def _show(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def check_config_keys(config: dict[str, Any], family: str) -> list[Finding]:
-    """Type and range findings for every engine-read key present in `config`."""
+def check_config_keys(config: dict[str, Any], spec: DialectSpec) -> list[Finding]:
+    """Type and range findings for every engine-read key present in `config`, where `spec` keeps it."""
     findings: list[Finding] = []
-    for entry, path, value in located(config, family):
+    for entry, path, value in located(config, spec):
         if entry.owner is not None or (value is None and entry.nullable):
             continue
         problem = _value_problem(entry, path, value)
@@ -438,11 +446,13 @@ def covered_paths(findings: list[Finding]) -> set[str]:
 
 _DOC_HEAD = """# Config keys engines read
 
-Generated from `dflash_tools/draft/config_keys.py` by `python -m dflash_tools.draft.config_keys > docs/config-keys.md`;
-a test fails when the two differ. `inspect` checks every key below wherever the dialect keeps it:
+Generated from `dflash_tools/draft/config_keys.py` and the dialect specs by `python -m dflash_tools.dialects > docs/config-keys.md`;
+a test fails when the two differ. `inspect` checks every key below wherever the dialect keeps it
+(each dialect's `SPEC`, docs/adding-a-dialect.md). The last two rows are where a dialect states
+its block size and declares its layout (geometry owns both, docs/rules.md): any of the spellings
+`sample_from_anchor`, `query_zero_predicts_next`, `shift_label` declares it; a mirror is a copy
+engines do not read, so a layout found only there is inferred.
 
-| scope | z-lab | speculators | Open Spec | native DSpark |
-|---|---|---|---|---|
 {locations}
 
 A wrong type, or a value outside "allowed", is an error (DFT006): the engine fails at load or reads
@@ -466,12 +476,24 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|")
 
 
-def render_markdown() -> str:
-    families = ("zlab", "speculators", "open-spec", "dspark-native")
-    location_rows = []
+def render_markdown(specs: Sequence[DialectSpec]) -> str:
+    """docs/config-keys.md for the registered dialects (`dflash_tools.dialects.SPECS`)."""
+    location_rows = [
+        "| scope | " + " | ".join(spec.title for spec in specs) + " |",
+        "|---" * (len(specs) + 1) + "|",
+    ]
     for scope in Scope:
-        cells = [" or ".join(f"`{p or '(top level)'}`" for p in LOCATIONS[scope][f]) for f in families]
+        cells = [" or ".join(f"`{p or '(top level)'}`" for p in prefixes(scope, spec)) for spec in specs]
         location_rows.append(f"| {scope.value} | " + " | ".join(cells) + " |")
+    block = [
+        " or ".join(f"`{path}`" for path in spec.keys.block_size) or f"none (from `{spec.keys.speculative_tokens}`)"
+        for spec in specs
+    ]
+    location_rows.append("| block_size | " + " | ".join(block) + " |")
+    layout = [
+        ", ".join(f"`{key.path}`" + (" (mirror)" if key.mirror else "") for key in spec.keys.layout) for spec in specs
+    ]
+    location_rows.append("| layout | " + " | ".join(layout) + " |")
     lines = [_DOC_HEAD.format(locations="\n".join(location_rows))]
     for entry in KEYS:
         plausible = f"{_num(entry.plausible[0])} to {_num(entry.plausible[1])}" if entry.plausible else ""
@@ -484,7 +506,4 @@ def render_markdown() -> str:
     return "".join(lines)
 
 
-__all__ = ["KEYS", "ConfigKey", "KeyType", "Scope", "Severity", "check_config_keys", "render_markdown"]
-
-if __name__ == "__main__":  # pragma: no cover - documentation generator
-    sys.stdout.write(render_markdown())
+__all__ = ["KEYS", "ConfigKey", "KeyType", "Scope", "Severity", "check_config_keys", "prefixes", "render_markdown"]

@@ -3,7 +3,8 @@
 Readers record evidence exactly as the file states it (including where each value was found), so
 that geometry can say how it decided and checks can name the exact keys. Nothing here applies
 defaults that are to be reported as defaults (docs/rules.md, "How sample_from_anchor is
-decided"): `geometry.py` does that.
+decided"): `geometry.py` does that. `Algorithm` and `Dialect` are declared with the dialect
+specs (`dialect_spec.py`) and re-exported here.
 """
 
 from __future__ import annotations
@@ -12,32 +13,19 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from dflash_tools.draft.dialect_spec import Algorithm, Dialect, DialectSpec
 from dflash_tools.findings import Finding
 
-
-class Algorithm(StrEnum):
-    DFLASH = "dflash"
-    DFLASH2 = "dflash2"
-    DSPARK = "dspark"
-
-
-class Dialect(StrEnum):
-    ZLAB_DFLASH = "zlab-dflash"
-    ZLAB_DFLASH2 = "zlab-dflash2"
-    SPECULATORS_DFLASH = "speculators-dflash"
-    SPECULATORS_DFLASH2 = "speculators-dflash2"
-    SPECULATORS_DSPARK = "speculators-dspark"
-    DSPARK_NATIVE = "dspark-native"
-    OPEN_SPEC = "open-spec"
-
-    @property
-    def family(self) -> str:
-        """`zlab`, `speculators`, `dspark-native` or `open-spec`."""
-        if self.value.startswith("zlab"):
-            return "zlab"
-        if self.value.startswith("speculators"):
-            return "speculators"
-        return self.value
+__all__ = [
+    "Algorithm",
+    "DFlash2Spec",
+    "DSparkSpec",
+    "DecoderSpec",
+    "Dialect",
+    "DraftDescription",
+    "LayoutEvidence",
+    "ValueSource",
+]
 
 
 class ValueSource(StrEnum):
@@ -86,11 +74,11 @@ class DSparkSpec:
 
 @dataclass(frozen=True)
 class LayoutEvidence:
-    """A statement of the trained layout under another key than `sample_from_anchor`.
+    """What the trained layout is, inferred from markers rather than declared by a key.
 
-    `key` is where it was found (a dotted path, or `architectures` for a layout recognized by
-    its markers), `sample_from_anchor` what it means, `why` the sentence that says so. Geometry
-    weighs it against the `sample_from_anchor` values (docs/inspect.md, "Geometry").
+    `key` is what it was recognized by (`architectures` for DeepSpec's DFlash drafts),
+    `sample_from_anchor` what it means, `why` the sentence that says so. Geometry weighs it
+    against the declarations (docs/inspect.md, "Layouts a config does not state").
     """
 
     key: str
@@ -102,11 +90,13 @@ class LayoutEvidence:
 class DraftDescription:
     """One draft, independent of the dialect it was read from.
 
-    `block_size_values` and `sample_from_anchor_values` map each location the dialect keeps the
-    value in (a dotted key path such as `dflash_config.block_size`) to the raw value found there;
-    absent locations are not listed. `layout_evidence` holds what other keys say about the layout
-    (`shift_label`, the DeepSpec markers). `target_layer_ids` is always in the z-lab convention
-    (0-based index of the target layer whose output is captured).
+    `block_size_values` maps each location the dialect keeps the block size in (a dotted key
+    path such as `dflash_config.block_size`) to the raw value found there;
+    `sample_from_anchor_values` does the same for every declaration of the layout, whatever its
+    spelling (`dflash_config.sample_from_anchor`, `query_zero_predicts_next`, `shift_label`: the
+    spec's `keys.layout`); absent locations are not listed. `layout_evidence` holds what markers
+    say about an undeclared layout (DeepSpec). `target_layer_ids` is always in the z-lab
+    convention (0-based index of the target layer whose output is captured).
     """
 
     dialect: Dialect
@@ -131,6 +121,11 @@ class DraftDescription:
     verifier_architectures: list[str] | None = None
     raw_config: dict[str, Any] = field(default_factory=dict)
     reader_findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def spec(self) -> DialectSpec:
+        """What the draft's format declares (where its keys sit, its defaults)."""
+        return self.dialect.spec
 
     @property
     def num_captured_layers(self) -> int:

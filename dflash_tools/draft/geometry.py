@@ -15,29 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from dflash_tools.draft.config_keys import primary_path
-from dflash_tools.draft.description import Algorithm, Dialect, DraftDescription, ValueSource
+from dflash_tools.draft.description import Algorithm, DraftDescription, ValueSource
+from dflash_tools.draft.dialect_spec import DialectSpec, LayoutKey, ProposalCount
 from dflash_tools.findings import Finding, make_finding
-
-# What a dialect means when it does not say sample_from_anchor (docs/rules.md, "How
-# sample_from_anchor is decided").
-_SFA_DEFAULTS: dict[tuple[Dialect, Algorithm], bool] = {
-    (Dialect.SPECULATORS_DFLASH, Algorithm.DFLASH): False,
-    (Dialect.SPECULATORS_DFLASH2, Algorithm.DFLASH2): False,
-    (Dialect.SPECULATORS_DSPARK, Algorithm.DSPARK): True,
-    (Dialect.ZLAB_DFLASH, Algorithm.DFLASH): False,
-    (Dialect.ZLAB_DFLASH2, Algorithm.DFLASH2): False,
-    (Dialect.DSPARK_NATIVE, Algorithm.DSPARK): True,
-}
-
-# speculators' config class default for block_size, used when the key is absent (still DFT010).
-SPECULATORS_DEFAULT_BLOCK_SIZE = 8
-
-
-def sample_from_anchor_key(family: str) -> str:
-    """The key engines read sample_from_anchor from, for a dialect family; a value found only
-    elsewhere is not what vLLM reads. The location comes from the table of engine-read keys."""
-    return primary_path("sample_from_anchor", family)
 
 
 def max_speculative_tokens(block_size: int, sample_from_anchor: bool) -> int:
@@ -69,6 +49,9 @@ class Geometry:
     num_speculative_tokens: int
     num_query_tokens: int
     speculative_tokens_requested: bool
+    # The key the layout was read from (a dotted path, whatever its spelling), the marker of an
+    # inferred layout (`architectures`), or None for a default.
+    sample_from_anchor_key: str | None = None
 
     @property
     def layout(self) -> str:
@@ -80,6 +63,7 @@ class Geometry:
             "block_size_source": self.block_size_source.value,
             "sample_from_anchor": self.sample_from_anchor,
             "sample_from_anchor_source": self.sample_from_anchor_source.value,
+            "sample_from_anchor_key": self.sample_from_anchor_key,
             "layout": self.layout,
             "max_speculative_tokens": self.max_speculative_tokens,
             "num_speculative_tokens": self.num_speculative_tokens,
@@ -134,43 +118,40 @@ def resolve_geometry(
 ) -> tuple[Geometry | None, list[Finding]]:
     """Decide B, SFA and their provenance, then K and Q; return the findings on the way.
 
-    Returns None for the geometry when no block size can be established at all.
+    Returns None for the geometry when no block size can be established at all. Where each value
+    is stated, and what an absent one means, comes from the draft's dialect spec.
     """
     findings: list[Finding] = []
-    family = desc.dialect.family
+    spec = desc.spec
     block_size, block_source, block_findings = resolve_block_size(desc)
     findings.extend(block_findings)
 
-    sfa, sfa_source, sfa_findings = _resolve_sample_from_anchor(desc, block_size)
-    findings.extend(sfa_findings)
+    layout = _resolve_sample_from_anchor(desc, block_size)
+    sfa, sfa_source = layout.sample_from_anchor, layout.source
+    findings.extend(layout.findings)
 
     proposal = [t for t in (desc.proposal_speculative_tokens or []) if _is_positive_int(t)]
     if block_size is None and not block_findings:
-        if family == "open-spec" and proposal:
+        if spec.keys.proposal_count is ProposalCount.BLOCK_SIZE and proposal:
             block_size = block_size_for(proposal[0], sfa)
             block_source = ValueSource.INFERRED
-        elif family == "speculators":
-            block_size = SPECULATORS_DEFAULT_BLOCK_SIZE
+        elif spec.block_size_default is not None:
+            block_size = spec.block_size_default
             block_source = ValueSource.DEFAULT
             findings.append(
                 make_finding(
                     "DFT010",
-                    f"block_size is absent; speculators falls back to its class default {SPECULATORS_DEFAULT_BLOCK_SIZE}, "
+                    f"block_size is absent; {spec.title} falls back to its class default {block_size}, "
                     "which may not be the trained block size",
                     "run `dflash-tools convert SRC -o OUT --block-size N` with the trained block size",
                     keys=("block_size",),
                 )
             )
         else:
-            where = {
-                "zlab": "block_size (top level) or dflash_config.block_size",
-                "dspark-native": "block_size",
-                "open-spec": "speculative_config.speculative_tokens",
-            }.get(family, "block_size")
             findings.append(
                 make_finding(
                     "DFT010",
-                    f"block_size is absent: none of {where} is set",
+                    f"block_size is absent: none of {_block_size_places(spec)} is set",
                     "run `dflash-tools convert SRC -o OUT --block-size N` with the trained block size",
                     keys=("block_size",),
                 )
@@ -180,7 +161,7 @@ def resolve_geometry(
     if block_size is None:
         return None, findings
 
-    if family == "speculators":
+    if spec.keys.proposal_count is ProposalCount.CHECKED:
         findings.extend(_check_proposal_tokens(desc, block_size, sfa, sfa_source))
 
     k_max = max_speculative_tokens(block_size, sfa)
@@ -205,6 +186,7 @@ def resolve_geometry(
         num_speculative_tokens=k,
         num_query_tokens=num_query_tokens(k, sfa),
         speculative_tokens_requested=requested,
+        sample_from_anchor_key=layout.key,
     )
     if requested:
         findings.extend(check_serving_k(desc, geometry))
@@ -212,19 +194,43 @@ def resolve_geometry(
     return geometry, findings
 
 
+def _block_size_places(spec: DialectSpec) -> str:
+    """Where a dialect states its block size, in words (the DFT010 for an absent one)."""
+    paths = spec.keys.block_size
+    places = [f"{path} (top level)" if "." not in path and len(paths) > 1 else path for path in paths]
+    if spec.keys.proposal_count is ProposalCount.BLOCK_SIZE and spec.keys.speculative_tokens is not None:
+        places.append(spec.keys.speculative_tokens)
+    return " or ".join(places) or "block_size"
+
+
 def trained_layout(desc: DraftDescription) -> tuple[bool, ValueSource]:
     """sample_from_anchor and how it was decided, as `resolve_geometry` decides it, also when the
     block size is unknown (the engine view needs the layout of a draft without one)."""
     block_size, _, _ = resolve_block_size(desc)
-    sample_from_anchor, source, _ = _resolve_sample_from_anchor(desc, block_size)
-    return sample_from_anchor, source
+    layout = _resolve_sample_from_anchor(desc, block_size)
+    return layout.sample_from_anchor, layout.source
 
 
-def _resolve_sample_from_anchor(
-    desc: DraftDescription, block_size: int | None
-) -> tuple[bool, ValueSource, list[Finding]]:
+@dataclass(frozen=True)
+class _Layout:
+    sample_from_anchor: bool
+    source: ValueSource
+    key: str | None
+    findings: list[Finding]
+
+
+def _declared(path: str) -> str:
+    """A layout declaration in words: its spelling and where it sits."""
+    entry = LayoutKey(path)
+    return f"{entry.spelling} {entry.where}"
+
+
+def _resolve_sample_from_anchor(desc: DraftDescription, block_size: int | None) -> _Layout:
+    """The layout, from the draft's declarations (every spelling the spec lists), markers, the
+    proposal count or the dialect default, in that order (docs/rules.md, "How sample_from_anchor is
+    decided")."""
     findings: list[Finding] = []
-    family = desc.dialect.family
+    spec = desc.spec
     values = desc.sample_from_anchor_values
     for key, value in values.items():
         if not isinstance(value, bool):
@@ -242,18 +248,18 @@ def _resolve_sample_from_anchor(
         findings.append(
             make_finding(
                 "DFT010",
-                f"sample_from_anchor disagrees between locations: {_fmt(booleans)}",
+                "sample_from_anchor disagrees between its declarations: "
+                + ", ".join(f"{_declared(key)} = {str(value).lower()}" for key, value in booleans.items()),
                 "decide the trained layout and run `dflash-tools convert SRC -o OUT --sample-from-anchor` "
                 "(or --no-sample-from-anchor)",
                 keys=tuple(booleans),
                 values=booleans,
             )
         )
-    primary = sample_from_anchor_key(family)
     evidence = desc.layout_evidence
     stated = {**booleans, **{e.key: e.sample_from_anchor for e in evidence}}
     if evidence and len(set(stated.values())) > 1 and len(set(booleans.values())) <= 1:
-        # Another key states the other layout: never a silent pick (docs/inspect.md, "Geometry").
+        # The markers say the other layout: never a silent pick (docs/inspect.md, "Geometry").
         findings.append(
             make_finding(
                 "DFT010",
@@ -265,37 +271,39 @@ def _resolve_sample_from_anchor(
                 values=stated,
             )
         )
-    if primary in booleans:
-        return booleans[primary], ValueSource.EXPLICIT, findings
+    declared = [key for key in booleans if not spec.keys.is_mirror(key)]
+    if declared:
+        return _Layout(booleans[declared[0]], ValueSource.EXPLICIT, declared[0], findings)
     if booleans:
         # Found only in a mirror location engines do not read (z-lab top level).
         key, value = next(iter(booleans.items()))
-        return value, ValueSource.INFERRED, findings
+        return _Layout(value, ValueSource.INFERRED, key, findings)
     if evidence:
-        # shift_label, or a layout recognized by its markers (DeepSpec): inferred, and said so.
-        return evidence[0].sample_from_anchor, ValueSource.INFERRED, findings
+        # A layout recognized by its markers (DeepSpec): inferred, and said so.
+        return _Layout(evidence[0].sample_from_anchor, ValueSource.INFERRED, evidence[0].key, findings)
 
-    if family == "open-spec":
+    primary = spec.keys.primary_layout
+    if spec.layout_required:
         findings.append(
             make_finding(
                 "DFT006",
-                "speculative_config.sample_from_anchor is absent, but Open Spec Config requires it",
-                "add speculative_config.sample_from_anchor (true for anchor-first, false for bonus-anchor)",
+                f"{primary} is absent, but every {spec.title} config must declare the layout",
+                f"add {primary} (true for anchor-first, false for bonus-anchor)",
                 keys=(primary,),
             )
         )
-        return False, ValueSource.DEFAULT, findings
-    default = _SFA_DEFAULTS.get((desc.dialect, desc.algorithm), False)
-    if family == "speculators" and not default and block_size is not None:
+        return _Layout(False, ValueSource.DEFAULT, None, findings)
+    default = desc.dialect.sample_from_anchor_default
+    tokens_key = spec.keys.speculative_tokens
+    if spec.keys.proposal_count is ProposalCount.CHECKED and not default and block_size is not None:
         proposal = desc.proposal_speculative_tokens or []
         if proposal and all(t == block_size - 1 for t in proposal):
-            return False, ValueSource.INFERRED, findings
-    return default, ValueSource.DEFAULT, findings
+            return _Layout(False, ValueSource.INFERRED, tokens_key, findings)
+    return _Layout(default, ValueSource.DEFAULT, None, findings)
 
 
 def _sfa_not_explicit(desc: DraftDescription, sfa: bool, source: ValueSource) -> Finding:
-    family = desc.dialect.family
-    primary = sample_from_anchor_key(family)
+    primary = desc.spec.keys.primary_layout
     if source is ValueSource.INFERRED and desc.sample_from_anchor_values:
         why = f"found only at {', '.join(desc.sample_from_anchor_values)}; engines read {primary}"
     elif source is ValueSource.INFERRED and desc.layout_evidence:
@@ -323,8 +331,9 @@ def _check_proposal_tokens(
 ) -> list[Finding]:
     findings: list[Finding] = []
     k_max = max_speculative_tokens(block_size, sfa)
+    pattern = desc.spec.keys.speculative_tokens or "speculative_tokens"
     for index, tokens in enumerate(desc.proposal_speculative_tokens or []):
-        key = f"speculators_config.proposal_methods[{index}].speculative_tokens"
+        key = pattern.replace("[*]", f"[{index}]")
         if tokens == k_max:
             continue
         if not _is_positive_int(tokens):

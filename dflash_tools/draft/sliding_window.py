@@ -130,7 +130,7 @@ def sliding_layers(desc: DraftDescription) -> list[tuple[int, int, bool]]:
 
 def window_divergences(desc: DraftDescription, num_query_tokens: int) -> list[WindowDivergence]:
     """Training-vs-serving differences; only speculators-trained DFlash / DFlash2 drafts have a known training rule."""
-    if desc.dialect.family != "speculators" or desc.algorithm is Algorithm.DSPARK or num_query_tokens < 1:
+    if not desc.spec.window_trained_from_anchor or desc.algorithm is Algorithm.DSPARK or num_query_tokens < 1:
         return []
     groups: dict[tuple[int, bool], list[int]] = {}
     for layer, window, causal in sliding_layers(desc):
@@ -144,6 +144,7 @@ def window_divergences(desc: DraftDescription, num_query_tokens: int) -> list[Wi
 def check_sliding_window(desc: DraftDescription, num_query_tokens: int) -> list[Finding]:
     """DFT055: sliding layers see different context keys when vLLM serves them than when speculators trained them."""
     findings = []
+    decoder = desc.spec.keys.decoder[0]
     for divergence in window_divergences(desc, num_query_tokens):
         window, rows, causal = divergence.window, divergence.num_rows, divergence.causal
         last = rows - 1
@@ -163,7 +164,7 @@ def check_sliding_window(desc: DraftDescription, num_query_tokens: int) -> list[
                 f"from a context of {window} - r tokens on (row {last} from {first_differing_context_length(last, window)}, "
                 f"every row from {first_differing_context_length(0, window)}){block_note}",
                 "expect lower acceptance on long contexts; docs/sliding-window.md gives the exact rule",
-                keys=("transformer_layer_config.layer_types", "transformer_layer_config.sliding_window"),
+                keys=(f"{decoder}layer_types", f"{decoder}sliding_window"),
                 values=divergence.to_values(),
             )
         )

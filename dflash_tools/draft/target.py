@@ -1,10 +1,16 @@
-"""Pairing a draft with its target model (docs/rules.md, "Pairing with the target"): config.json of the
-target only."""
+"""The target model: its one normalized description (`TargetDescription`, read from config.json only)
+and the pairing of a draft with it (docs/rules.md, "Pairing with the target").
+
+`inspect --target`, `plan` (its memory, parallelism and token-budget checks), `convert --target`
+and `smoke-test` all read the target through `load_target` / `target_from_config`: one reading,
+one rule for a multimodal target's `text_config` (`text_value`).
+"""
 
 from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,10 +22,20 @@ from dflash_tools.reading.checkpoint import path_exists, read_small_file
 from dflash_tools.reading.safetensors_header import TensorHeader
 from dflash_tools.reading.source import looks_like_repo_id
 
+# Layer kinds of `layer_types` whose KV the serving plan counts (others keep a fixed state).
+FULL_ATTENTION = "full_attention"
+SLIDING_ATTENTION = "sliding_attention"
+
 
 @dataclass(frozen=True)
-class TargetSpec:
-    """The target dimensions a draft depends on (the text model of a multimodal target)."""
+class TargetDescription:
+    """A target model as every command reads it: its config.json, read once (`target_from_config`).
+
+    A multimodal target is its text model: each key is read from `text_config` when that holds
+    it, else from the top level (`text_value`, the one rule). The pairing fields (layers,
+    hidden size, vocabulary) are required; the attention geometry a serving plan needs is read
+    too, and a key it cannot read is kept as `attention_problem` until a plan asks for it.
+    """
 
     source: str
     location: str
@@ -29,6 +45,24 @@ class TargetSpec:
     rope_theta: float | None
     architectures: list[str]
     multimodal: bool
+    num_attention_heads: int | None = None
+    num_key_value_heads: int | None = None  # num_attention_heads when the config names none
+    head_dim: int | None = None  # hidden_size / num_attention_heads when the config names none
+    layer_types: tuple[str, ...] = ()  # one per layer: full_attention, sliding_attention or another kind
+    sliding_window: int | None = None  # None when the config has none, or does not use it
+    dtype: str | None = None  # the config's `torch_dtype` / `dtype`, without `torch.`
+    max_position_embeddings: int | None = None
+    mla: bool = False  # multi-head latent attention (`kv_lora_rank`): no KV heads to split
+    # Why the attention geometry cannot be read ("text_config.num_attention_heads is None, ..."):
+    # pairing does not need it, a serving plan does (`require_attention`).
+    attention_problem: str | None = None
+
+    def require_attention(self) -> None:
+        """Raise SourceError naming the key when the attention geometry could not be read."""
+        if self.attention_problem is not None:
+            raise SourceError(
+                f"target {self.location}: {self.attention_problem}", "pass the target model's own config.json"
+            )
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -43,7 +77,20 @@ class TargetSpec:
         }
 
 
-def rope_theta(config: dict[str, Any]) -> float | None:
+# The name it had when it held only the pairing dimensions.
+TargetSpec = TargetDescription
+
+
+def text_value(config: Mapping[str, Any], key: str) -> tuple[Any, str]:
+    """(value, where) of a target config key: `text_config`'s when it holds the key (a multimodal
+    target's text model), else the top level's. `where` names the key as the config writes it."""
+    text = config.get("text_config")
+    if isinstance(text, Mapping) and key in text:
+        return text[key], f"text_config.{key}"
+    return config.get(key), key
+
+
+def rope_theta(config: Mapping[str, Any]) -> float | None:
     params = config.get("rope_parameters")
     value = params.get("rope_theta") if isinstance(params, dict) else None
     if value is None:
@@ -59,36 +106,106 @@ def rope_theta(config: dict[str, Any]) -> float | None:
     return theta if math.isfinite(theta) else None
 
 
-def target_from_config(config: dict[str, Any], source: str, location: str) -> TargetSpec:
-    text = config.get("text_config")
-    multimodal = isinstance(text, dict)
-    inner: dict[str, Any] = text if isinstance(text, dict) else config
-    values: dict[str, int] = {}
-    for key in ("num_hidden_layers", "hidden_size", "vocab_size"):
-        value = inner.get(key, config.get(key))
-        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-            where = f"text_config.{key}" if multimodal else key
-            raise SourceError(
-                f"target {location}: {where} is {value!r}, not a positive integer",
-                "pass the target model's own config.json",
-            )
-        values[key] = value
+def _positive(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+class _Unreadable(Exception):
+    """A key the attention geometry needs, missing or not a positive integer."""
+
+
+def _required(config: Mapping[str, Any], key: str, multimodal: bool) -> int:
+    value, where = text_value(config, key)
+    if not _positive(value):
+        if value is None and multimodal and where == key:
+            where = f"text_config.{key}"  # absent everywhere: the text model is where it belongs
+        raise _Unreadable(f"{where} is {value!r}, not a positive integer")
+    assert isinstance(value, int)
+    return value
+
+
+def _attention(config: Mapping[str, Any], hidden_size: int, layers: int, multimodal: bool) -> dict[str, Any]:
+    """The attention geometry: `num_key_value_heads` defaults to the heads and `head_dim` to
+    hidden_size / heads, as transformers' configs do; raises _Unreadable naming the key."""
+    heads = _required(config, "num_attention_heads", multimodal)
+    kv_present = text_value(config, "num_key_value_heads")[0] is not None
+    kv_heads = _required(config, "num_key_value_heads", multimodal) if kv_present else heads
+    head_dim = _required(config, "head_dim", multimodal) if text_value(config, "head_dim")[0] is not None else None
+    return {
+        "num_attention_heads": heads,
+        "num_key_value_heads": kv_heads,
+        "head_dim": head_dim if head_dim is not None else hidden_size // heads,
+    }
+
+
+def _sliding_window(config: Mapping[str, Any]) -> int | None:
+    window = text_value(config, "sliding_window")[0]
+    if not _positive(window):
+        return None
+    if text_value(config, "use_sliding_window")[0] is False:
+        return None  # Qwen2-style configs carry a window they do not use
+    assert isinstance(window, int)
+    return window
+
+
+def _layer_types(config: Mapping[str, Any], layers: int, window: int | None) -> tuple[str, ...]:
+    raw = text_value(config, "layer_types")[0]
+    if isinstance(raw, list) and len(raw) == layers and all(isinstance(t, str) for t in raw):
+        return tuple(raw)
+    # No per-layer list: a config with a window slides on every layer (Mistral-style), else full.
+    return ((SLIDING_ATTENTION if window else FULL_ATTENTION),) * layers
+
+
+def _dtype(config: Mapping[str, Any]) -> str | None:
+    for key in ("torch_dtype", "dtype"):
+        value = text_value(config, key)[0]
+        if isinstance(value, str):
+            return value.removeprefix("torch.")
+    return None
+
+
+def target_from_config(config: dict[str, Any], source: str, location: str) -> TargetDescription:
+    """Read a target's config.json once (see `TargetDescription`). Raises SourceError naming the
+    key when a pairing dimension is missing or not a positive integer."""
+    multimodal = isinstance(config.get("text_config"), Mapping)
+    try:
+        values = {key: _required(config, key, multimodal) for key in ("num_hidden_layers", "hidden_size", "vocab_size")}
+    except _Unreadable as exc:
+        raise SourceError(f"target {location}: {exc}", "pass the target model's own config.json") from None
+    layers = values["num_hidden_layers"]
+    try:
+        attention: dict[str, Any] = _attention(config, values["hidden_size"], layers, multimodal)
+        problem = None
+    except _Unreadable as exc:
+        attention, problem = {}, str(exc)
+    window = _sliding_window(config)
+    positions = text_value(config, "max_position_embeddings")[0]
     archs = config.get("architectures")
-    return TargetSpec(
+    # RoPE is a group of keys (rope_parameters, rope_theta): the text model's group first, whole.
+    text = config.get("text_config")
+    theta = rope_theta(text) if isinstance(text, dict) else None
+    return TargetDescription(
         source=source,
         location=location,
-        num_hidden_layers=values["num_hidden_layers"],
+        num_hidden_layers=layers,
         hidden_size=values["hidden_size"],
         vocab_size=values["vocab_size"],
-        rope_theta=rope_theta(inner) if rope_theta(inner) is not None else rope_theta(config),
+        rope_theta=theta if theta is not None else rope_theta(config),
         architectures=[a for a in archs if isinstance(a, str)] if isinstance(archs, list) else [],
         multimodal=multimodal,
+        layer_types=_layer_types(config, layers, window),
+        sliding_window=window,
+        dtype=_dtype(config),
+        max_position_embeddings=positions if _positive(positions) else None,
+        mla=text_value(config, "kv_lora_rank")[0] is not None,
+        attention_problem=problem,
+        **attention,
     )
 
 
 def load_target(
     source: str, *, revision: str | None = None, token: str | None = None, timeout: float | None = None
-) -> TargetSpec:
+) -> TargetDescription:
     """Read a target's config.json from a folder, a file, a bundled example or the Hub."""
     from dflash_tools.reading.local import examples_dir
     from dflash_tools.reading.source import EXAMPLE_PREFIX
@@ -129,7 +246,7 @@ def load_target(
 
 
 def check_target(
-    desc: DraftDescription, target: TargetSpec, tensors: dict[str, TensorHeader] | None = None
+    desc: DraftDescription, target: TargetDescription, tensors: dict[str, TensorHeader] | None = None
 ) -> list[Finding]:
     findings: list[Finding] = []
     findings.extend(_layer_findings(desc, target))
@@ -149,7 +266,7 @@ def check_target(
     return findings
 
 
-def _layer_findings(desc: DraftDescription, target: TargetSpec) -> list[Finding]:
+def _layer_findings(desc: DraftDescription, target: TargetDescription) -> list[Finding]:
     layers = target.num_hidden_layers
     key = desc.target_layer_ids_key
     findings: list[Finding] = []
@@ -189,7 +306,9 @@ def _layer_findings(desc: DraftDescription, target: TargetSpec) -> list[Finding]
     return findings
 
 
-def _hidden_findings(desc: DraftDescription, target: TargetSpec, tensors: dict[str, TensorHeader]) -> list[Finding]:
+def _hidden_findings(
+    desc: DraftDescription, target: TargetDescription, tensors: dict[str, TensorHeader]
+) -> list[Finding]:
     findings: list[Finding] = []
     hidden = desc.decoder.hidden_size
     want_fc = desc.num_captured_layers * target.hidden_size
@@ -221,7 +340,9 @@ def _hidden_findings(desc: DraftDescription, target: TargetSpec, tensors: dict[s
     return findings
 
 
-def _vocab_findings(desc: DraftDescription, target: TargetSpec, tensors: dict[str, TensorHeader]) -> list[Finding]:
+def _vocab_findings(
+    desc: DraftDescription, target: TargetDescription, tensors: dict[str, TensorHeader]
+) -> list[Finding]:
     findings: list[Finding] = []
     vocab = desc.decoder.vocab_size
     if vocab != target.vocab_size:

@@ -296,9 +296,10 @@ def compare(desc: DraftDescription, tensors: dict[str, TensorHeader]) -> list[Fi
                 )
             )
     findings.extend(_missing_findings(desc, missing, tensors))
-    for name, actual in tensors.items():
-        if name not in expected:
-            findings.append(_unexpected(desc, name, actual))
+    unexpected = {name: actual for name, actual in tensors.items() if name not in expected}
+    findings.extend(_prefixed_findings(unexpected, expected))
+    for name, actual in unexpected.items():
+        findings.append(_unexpected(desc, name, actual))
     if method is None:
         # Quantization mixes dtypes by design; the scheme is reported as DFT024 instead.
         findings.extend(_dtype_findings(tensors, expected))
@@ -321,7 +322,7 @@ def _missing_findings(
     prefixed = [n for n in tensors if n.startswith(_PREFIXES)]
     hint = "the loader serves uninitialized or default values for missing tensors: re-export the checkpoint"
     if prefixed:
-        hint = f"tensor names carry a prefix ({prefixed[0]!r}); DFlash loaders expect un-prefixed names"
+        hint = f"tensor names carry a prefix ({prefixed[0]!r}); {_PREFIX_FIX}"
     # One finding per missing layer-family keeps a checkpoint with 5 missing layers readable.
     if len(missing) > 12:
         names = [t.name for t in missing]
@@ -345,14 +346,49 @@ def _missing_findings(
     ]
 
 
+# The fix of every prefixed name (`convert` renames NAME when PREFIX + NAME is stored and NAME is
+# expected); its hint is one runnable command, filled in for the source by the report.
+_PREFIX_FIX = "strip the prefix: `dflash-tools convert SRC -o OUT` renames them"
+
+
+def _prefixed_findings(unexpected: dict[str, TensorHeader], expected: dict[str, ExpectedTensor]) -> list[Finding]:
+    """One DFT021 per prefix for the stored names that are an expected name behind a prefix
+    (`model.layers.0...`), which convert renames; they are taken out of `unexpected`. A checkpoint
+    saved with `model.` names gave one finding per tensor, 25 alike, and none said how to fix it."""
+    groups: dict[str, list[str]] = {}
+    for name in unexpected:
+        prefix = next((p for p in sorted(_PREFIXES, key=len, reverse=True) if name.startswith(p)), None)
+        if prefix is not None and name[len(prefix) :] in expected:
+            groups.setdefault(prefix, []).append(name)
+    findings = []
+    for prefix, names in groups.items():
+        first = unexpected[names[0]]
+        for name in names:
+            del unexpected[name]
+        examples = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
+        findings.append(
+            make_finding(
+                "DFT021",
+                f"{len(names)} tensor(s) are stored under the prefix {prefix!r} ({examples}); DFlash loaders "
+                "expect un-prefixed names and fail on them",
+                _PREFIX_FIX,
+                keys=tuple(names),
+                values={"prefix": prefix, "count": len(names)},
+                file=first.file,
+            )
+        )
+    return findings
+
+
 def _unexpected(desc: DraftDescription, name: str, actual: TensorHeader) -> Finding:
     layer = _LAYER.match(name)
     if layer and int(layer.group(1)) >= desc.decoder.num_hidden_layers:
         why = f"layer {layer.group(1)} but num_hidden_layers is {desc.decoder.num_hidden_layers}"
         hint = "num_hidden_layers is too small for these weights, or extra layers were saved"
     elif name.startswith(_PREFIXES):
+        # Not an expected name behind its prefix (those are `_prefixed_findings`): convert keeps it.
         why = "prefixed name; DFlash loaders expect un-prefixed names and fail on it"
-        hint = "strip the prefix: `dflash-tools convert` writes un-prefixed names"
+        hint = "check the dialect and algorithm keys, or remove the tensor"
     elif name in ("mask_hidden",):
         why = "vLLM asserts on it when loading"
         hint = "remove it"

@@ -39,13 +39,18 @@ class Outcome(StrEnum):
 
 @dataclass(frozen=True)
 class LayoutRule:
-    """The engine's outcome for one algorithm ("dflash", "dflash2", "dspark") in one layout."""
+    """The engine's outcome for one algorithm ("dflash", "dflash2", "dspark") in one layout.
+
+    `hint`: what a user does instead when the release does not serve such drafts as trained
+    (empty: the generic advice, write the layout where the engine reads it).
+    """
 
     algorithm: str
     layout: Layout
     outcome: Outcome
     cite: str
     note: str = ""
+    hint: str = ""
 
 
 @dataclass(frozen=True)
@@ -154,6 +159,32 @@ class LaunchFlag:
     cite: str
 
 
+class DraftTrait(StrEnum):
+    """What about a draft makes one model runner of a release the only one that serves it."""
+
+    EVERY = "every"  # every draft on the path
+    DFLASH2 = "dflash2"  # a DFlash2 draft (its candidate selector)
+    ANCHOR_FIRST = "anchor-first"  # served in the anchor-first layout
+    MIXED_ATTENTION = "mixed-attention"  # some decoder layers sliding-window, the others not
+
+
+@dataclass(frozen=True)
+class RunnerRule:
+    """Drafts on `path` with `trait` that only the release's V2 model runner serves as trained.
+
+    Only a release that still ships the V1 runner has such rules; its launch line then selects V2
+    with the table's `env` flags. `reason` says what V1 does with them; `v1_refuses` is the phrase
+    V1 refuses them with, where it refuses them at start-up (the tiers find it in the cited
+    function), empty where V1 drafts them wrongly without an error.
+    """
+
+    path: str
+    trait: DraftTrait
+    reason: str
+    cite: str
+    v1_refuses: str = ""
+
+
 @dataclass(frozen=True)
 class ServingDefault:
     """A launch setting the release picks when the launch line leaves it out.
@@ -199,8 +230,11 @@ class EngineRules:
     query_count_sites: tuple[QueryCountSite, ...] = ()
     # vLLM: the release still ships the V1 model runner (removed in 0.34.0).
     has_v1_runner: bool = False
-    # vLLM: the dflash-tools plugin applies the anchor-sampling change on this release.
-    plugin_supported: bool = False
+    # vLLM with a V1 runner: the drafts only its V2 runner serves (the launch line then sets `env`).
+    v2_only: tuple[RunnerRule, ...] = ()
+    # vLLM: the module of the dflash-tools plugin that patches this release (dotted, imported only
+    # by the plugin); empty where the plugin does not patch it.
+    plugin_module: str = ""
     # How the plugin does it on this release, in a sentence (docs/tier-vllm.md explains why).
     plugin_route: str = ""
     notes: tuple[str, ...] = field(default_factory=tuple)
@@ -218,6 +252,11 @@ class EngineRules:
     derive_target_layer_ids: Callable[[int, int], list[int]] | None = None
     # The release captures the ids sorted and without duplicates, whatever order the config uses.
     captures_sorted: bool = False
+
+    @property
+    def plugin_supported(self) -> bool:
+        """vLLM: the dflash-tools plugin applies the anchor-sampling change on this release."""
+        return bool(self.plugin_module)
 
     @property
     def spec(self) -> str:
@@ -283,5 +322,6 @@ class EngineRules:
             *self.query_count_sites,
             *self.serving_defaults,
             *self.serving_rules,
+            *self.v2_only,
         ]
         return [item.cite for item in items]

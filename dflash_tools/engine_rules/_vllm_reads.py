@@ -1,7 +1,9 @@
-"""What vLLM 0.33.0 and 0.34.0 both read from a draft's config, built once for the two tables.
+"""What the vLLM releases with a table share, built once for their tables (no release numbers here).
 
-The two releases read the same keys from the same places for DFlash-family drafts (checked in
-both wheels); where a rule moved between files, the caller passes the file of its release.
+vLLM 0.33.0 and 0.34.0 read the same keys from the same places for DFlash-family drafts (checked
+in both wheels); where a rule moved between files, the caller passes the file of its release.
+Also here: the variable that selects the model runner, and the drafts only the V2 runner serves
+where V1 still ships (`V2_ONLY`, also what the tool assumes of a vLLM it has no table for).
 File references are to the released wheel's `vllm/`.
 """
 
@@ -9,6 +11,7 @@ from __future__ import annotations
 
 from dflash_tools.engine_rules._model import (
     Check,
+    DraftTrait,
     FormatRule,
     KeyRead,
     LaunchFlag,
@@ -16,6 +19,7 @@ from dflash_tools.engine_rules._model import (
     LayoutRule,
     Outcome,
     Route,
+    RunnerRule,
     ServingDefault,
     ServingRule,
     WhenMissing,
@@ -283,6 +287,50 @@ def checks(*, speculators_cite: str = f"{_ALGOS}: update_dflash") -> tuple[Check
 
 _ADD_CLI_ARGS = "vllm/engine/arg_utils.py: EngineArgs.add_cli_args"
 
+# The environment variable that picks vLLM's model runner: 1 the V2 runner, 0 the V1 runner
+# (where the release still ships it); unset, vLLM picks (V1 where Triton is missing).
+V2_ENV = "VLLM_USE_V2_MODEL_RUNNER"
+_V1_UNSUPPORTED = "vllm/config/vllm.py: VllmConfig._get_v1_model_runner_unsupported_features"
+
+V2_RUNNER_FLAG = LaunchFlag(
+    "env",
+    f"{V2_ENV}=1",
+    "the V2 model runner: the only one for DFlash2, DSpark, mixed sliding/full drafts and (with the "
+    "plugin) anchor-first drafts; vLLM also picks V1 on its own where Triton is missing",
+    "vllm/envs.py; vllm/config/vllm.py: VllmConfig._validate_v1_model_runner",
+)
+
+# What only the V2 runner serves, on a release that also ships V1 (in the order they are reported).
+V2_ONLY = (
+    RunnerRule(
+        "dflash",
+        DraftTrait.DFLASH2,
+        "DFlash2 (V1 drafts it as plain DFlash without its candidate selector)",
+        _V1_UNSUPPORTED,
+        "DFlash candidate-head drafts",
+    ),
+    RunnerRule(
+        "dspark",
+        DraftTrait.EVERY,
+        "DSpark (implemented by the V2 runner only)",
+        _V1_UNSUPPORTED,
+        "dspark speculative decoding",
+    ),
+    RunnerRule(
+        "dflash",
+        DraftTrait.ANCHOR_FIRST,
+        "anchor-first layout (V1 hard-codes K + 1 queries and drafts it wrongly)",
+        "vllm/v1/spec_decode/dflash.py: DFlashProposer.set_inputs_first_pass",
+    ),
+    RunnerRule(
+        "dflash",
+        DraftTrait.MIXED_ATTENTION,
+        "mixed sliding/full attention layers",
+        f"{_V1_UNSUPPORTED}; vllm/config/vllm.py: VllmConfig._dflash_needs_multi_kv_group",
+        "mixed sliding/full dflash drafts",
+    ),
+)
+
 # The serving plan's settings, each a `vllm serve` flag with a value (both releases).
 _SETTING_FLAGS = (
     LaunchFlag("target-revision", "--revision", "the target's Hub revision", _ADD_CLI_ARGS),
@@ -386,6 +434,7 @@ DOMINO_LAYOUTS = tuple(
         Outcome.REFUSED,
         f"{_DFLASH_MODEL}: DFlashQwen3ForCausalLM.load_weights",
         "no Domino projector: its tensors are refused at load",
+        "serve it with SGLang, whose DFLASH path has the Domino projector",
     )
     for layout in (Layout.BONUS, Layout.ANCHOR_FIRST)
 )

@@ -111,6 +111,15 @@ def render_rules(rules: EngineRules) -> list[str]:
             ("role", "flag", "meaning", "from"),
             ((f.role, _code(f.name), f.meaning, f.cite) for f in rules.launch),
         )
+    if rules.v2_only:
+        lines += ["### Drafts only the V2 model runner serves (the launch line selects it)", ""]
+        lines += _table(
+            ("path", "drafts", "on the V1 runner", "V1 refuses with", "from"),
+            (
+                (_code(r.path), r.trait.value, r.reason, _code(r.v1_refuses) or "no error", r.cite)
+                for r in rules.v2_only
+            ),
+        )
     if rules.serving_defaults:
         lines += ["### Defaults the serving plan reads", ""]
         lines += _table(

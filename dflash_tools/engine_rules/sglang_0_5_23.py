@@ -67,6 +67,13 @@ def derived_target_layer_ids(num_target_layers: int, num_draft_layers: int) -> l
     return [int(round(first + index * step)) for index in range(num_draft_layers)]
 
 
+# What to do with an anchor-first DFlash or DFlash2 draft, which no path of this release serves.
+_NO_ANCHOR_FIRST_PATH = (
+    "no SGLang path serves an anchor-first DFlash draft: DFLASH is bonus-only and DSPARK serves the "
+    "anchor-first layout only for drafts with a Markov head (markov_rank > 0); serve it with vLLM and "
+    "the dflash-tools plugin"
+)
+
 _DFLASH_ARCHITECTURES = ("DFlashDraftModel", "DFlashLagunaForCausalLM", "MuseGlimmerAssistantModel")
 _DFLASH2_ARCHITECTURES = ("DFlash2DraftModel", "DFlash2BeamDraftModel", "MiniMaxDFlash2DraftModel")
 _DSPARK_ARCHITECTURES = ("Qwen3DSparkModel", "LingDSparkModel", "DSparkDraftModel")
@@ -116,6 +123,7 @@ RULES = EngineRules(
             f"{_WORKER}: _DflashDraftSampler.__call__; {_PARSE}",
             "drafts are always read from positions 1.. of the block and sample_from_anchor is not read: no flag "
             "serves the anchor-first layout",
+            _NO_ANCHOR_FIRST_PATH,
         ),
         LayoutRule("dflash2", Layout.BONUS, Outcome.SERVED, f"{_WORKER}: _SelectorDraftSampler.__call__"),
         LayoutRule(
@@ -124,6 +132,7 @@ RULES = EngineRules(
             Outcome.MISALIGNED,
             f"{_WORKER}: _SelectorDraftSampler.__call__; {_MODEL}: DFlashDraftModel.set_block_size",
             "the candidate selector also starts at position 1, and the convolution block is the verify window",
+            _NO_ANCHOR_FIRST_PATH,
         ),
         LayoutRule(
             "dflash-domino",

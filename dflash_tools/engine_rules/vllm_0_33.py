@@ -6,7 +6,7 @@ File references are to the released wheel's `vllm/` package.
 from __future__ import annotations
 
 from dflash_tools.engine_rules import _vllm_reads
-from dflash_tools.engine_rules._model import EngineRules, LaunchFlag, Layout, LayoutRule, Outcome, QueryCountSite
+from dflash_tools.engine_rules._model import EngineRules, Layout, LayoutRule, Outcome, QueryCountSite
 
 _SPECULATOR = "vllm/v1/worker/gpu/spec_decode/dflash/speculator.py"
 
@@ -17,7 +17,8 @@ RULES = EngineRules(
     summary="V2 runner: bonus-anchor DFlash/DFlash2; anchor-first only with the dflash-tools plugin. "
     "V1 runner still present (VLLM_USE_V2_MODEL_RUNNER=0, or where Triton is missing).",
     has_v1_runner=True,
-    plugin_supported=True,
+    v2_only=_vllm_reads.V2_ONLY,
+    plugin_module="dflash_tools.vllm_plugin.releases.v0_33",
     plugin_route="wrappers around the five functions that fix the query layout, installed by a "
     "general plugin after their source fingerprints match",
     formats=_vllm_reads.FORMATS,
@@ -36,17 +37,7 @@ RULES = EngineRules(
     ),
     derive_target_layer_ids=_vllm_reads.default_capture_layer_ids,
     captures_sorted=True,
-    launch=_vllm_reads.launch(
-        runner_env=(
-            LaunchFlag(
-                "env",
-                "VLLM_USE_V2_MODEL_RUNNER=1",
-                "the V2 model runner: the only one for DFlash2, DSpark, mixed sliding/full drafts and (with the "
-                "plugin) anchor-first drafts; vLLM also picks V1 on its own where Triton is missing",
-                "vllm/envs.py; vllm/config/vllm.py: VllmConfig._validate_v1_model_runner",
-            ),
-        )
-    ),
+    launch=_vllm_reads.launch(runner_env=(_vllm_reads.V2_RUNNER_FLAG,)),
     layouts=(
         LayoutRule("dflash", Layout.BONUS, Outcome.SERVED, f"{_SPECULATOR}: DFlashSpeculator.__init__"),
         LayoutRule("dflash2", Layout.BONUS, Outcome.SERVED, "vllm/v1/worker/gpu/spec_decode/dflash2/speculator.py"),

@@ -29,7 +29,7 @@ RULES = EngineRules(
     summary="V2 runner only: bonus-anchor DFlash/DFlash2; anchor-first only with the dflash-tools plugin, "
     "refused loudly without it.",
     has_v1_runner=False,
-    plugin_supported=True,
+    plugin_module="dflash_tools.vllm_plugin.releases.v0_34",
     plugin_route="wrappers around DFlashSpeculatorConfig (lookahead, hash factors), "
     "DFlashSpeculator.__init__ and DFlash2Qwen3DecoderLayer.__init__, installed by a general plugin after "
     "their source fingerprints match; the launch keeps method 'dflash'",

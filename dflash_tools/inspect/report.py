@@ -14,7 +14,7 @@ from dflash_tools.draft.description import DraftDescription
 from dflash_tools.draft.geometry import Geometry, resolve_geometry
 from dflash_tools.draft.profiles import ProfileMatch, match_profile, profile_findings
 from dflash_tools.draft.sliding_window import check_sliding_window
-from dflash_tools.draft.target import TargetSpec, check_target, load_target
+from dflash_tools.draft.target import TargetDescription, check_target, load_target
 from dflash_tools.draft.tensors import compare, expected_tensors, expected_totals, summarize
 from dflash_tools.findings import Finding, Severity, has_errors, make_finding, sort_findings
 from dflash_tools.reading.checkpoint import LoadedCheckpoint
@@ -34,7 +34,7 @@ class InspectReport:
     description: DraftDescription | None
     geometry: Geometry | None
     findings: list[Finding]
-    target: TargetSpec | None = None
+    target: TargetDescription | None = None
     profile: ProfileMatch | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     # Findings past MAX_FINDINGS, by severity ("error", "warning", "info"): counted, not kept.
@@ -165,7 +165,7 @@ def describe(config: dict[str, Any]) -> tuple[DraftDescription | None, list[Find
 def inspect_loaded(
     loaded: LoadedCheckpoint,
     *,
-    target: TargetSpec | None = None,
+    target: TargetDescription | None = None,
     num_speculative_tokens: int | None = None,
 ) -> InspectReport:
     findings = list(loaded.findings)
@@ -177,7 +177,7 @@ def inspect_loaded(
         if detected is not None:
             # The table of engine-read keys owns type/range findings; a reader's own DFT006 for
             # the same key is the same news.
-            table_findings = check_config_keys(loaded.config, detected.family)
+            table_findings = check_config_keys(loaded.config, detected.spec)
             covered = covered_paths(table_findings)
             read_findings = [f for f in read_findings if not (f.code == "DFT006" and set(f.keys) & covered)]
             findings.extend(table_findings)
@@ -255,7 +255,7 @@ def _dedupe(findings: list[Finding]) -> list[Finding]:
 def inspect_checkpoint(
     source: str,
     *,
-    target: str | TargetSpec | None = None,
+    target: str | TargetDescription | None = None,
     num_speculative_tokens: int | None = None,
     revision: str | None = None,
     token: str | None = None,

@@ -15,7 +15,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from dflash_tools.findings import Finding, make_finding
-from dflash_tools.reading.json_hazards import hazard_findings, loads_tracking_duplicates
+from dflash_tools.reading.json_hazards import hazard_findings, json_values_bound, loads_tracking_duplicates
 from dflash_tools.reading.safetensors_header import (
     SafetensorsHeaderError,
     ShardHeader,
@@ -99,17 +99,6 @@ def read_small_file(path: Path, limit: int = MAX_JSON_BYTES) -> bytes:
     if len(data) > limit:
         raise ValueError(too_large_reason(limit))
     return data
-
-
-def json_values_bound(text: str | bytes) -> int:
-    """An upper bound on the number of values in a JSON text, counted without parsing it.
-
-    Every value but the first follows a `[`, a `,` or a `:`; those characters inside strings
-    only make the bound looser.
-    """
-    if isinstance(text, str):
-        return 1 + text.count("[") + text.count(",") + text.count(":")
-    return 1 + text.count(b"[") + text.count(b",") + text.count(b":")
 
 
 def too_many_values(text: str | bytes) -> str | None:

@@ -8,6 +8,10 @@
 - Nesting far deeper than any config: engines never read it, but every recursive walker
   (deepcopy, encoders) breaks on it (DFT062).
 
+`loads_bounded` reads JSON that comes from a server (an API answer) within limits of size,
+value count and nesting, so that a hostile answer is a one-line refusal, never a MemoryError or
+a RecursionError.
+
 Every walk here is iterative, so a hostile document cannot exhaust the stack.
 """
 
@@ -25,6 +29,52 @@ from dflash_tools.findings import Finding, make_finding
 # Real configs nest 4 or 5 levels (speculators_config.proposal_methods[0].x); 64 leaves room.
 MAX_CONFIG_DEPTH = 64
 _SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+class JsonRefused(ValueError):
+    """JSON that is not read: the message says why in a few words (it follows "the answer is ...")."""
+
+
+def json_values_bound(text: str | bytes) -> int:
+    """An upper bound on the number of values in a JSON text, counted without parsing it.
+
+    Every value but the first follows a `[`, a `,` or a `:`; those characters inside strings
+    only make the bound looser.
+    """
+    if isinstance(text, str):
+        return 1 + text.count("[") + text.count(",") + text.count(":")
+    return 1 + text.count(b"[") + text.count(b",") + text.count(b":")
+
+
+def loads_bounded(data: bytes | str, *, max_values: int) -> Any:
+    """Parse a JSON text from a server within limits; `JsonRefused` says why it was not read.
+
+    The caller has capped the bytes already (reading.http). Here: strict UTF-8, at most
+    `max_values` values (each parsed value costs 60-100 bytes of memory, so a few megabytes of
+    `[[],[],...]` would take gigabytes), and at most MAX_CONFIG_DEPTH levels of nesting (Python's
+    parser recurses: a deep enough document raises RecursionError, a shallower one breaks every
+    recursive walker later; no API answer nests more than a few levels).
+    """
+    if isinstance(data, bytes):
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise JsonRefused(f"not UTF-8 text (byte {exc.start})") from None
+    else:
+        text = data
+    if json_values_bound(text) > max_values:
+        raise JsonRefused(f"JSON with more than {max_values:,} values")
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        raise JsonRefused(f"JSON nested more than {MAX_CONFIG_DEPTH} levels deep") from None
+    except ValueError as exc:  # JSONDecodeError, or an integer of more than 4300 digits
+        message = " ".join(str(exc).split())
+        raise JsonRefused(f"not JSON ({message[:120]})") from None
+    depth, _ = depth_and_path(value)
+    if depth > MAX_CONFIG_DEPTH:
+        raise JsonRefused(f"JSON nested more than {MAX_CONFIG_DEPTH} levels deep")
+    return value
 
 
 @dataclass(frozen=True)

@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 import torch
 
 from dflash_tools.draft.description import Algorithm, DraftDescription
+from dflash_tools.draft.dialect_spec import Causality
 from dflash_tools.errors import OperationError
 from dflash_tools.reference_engine import ops
 
@@ -81,9 +82,9 @@ def layer_attention(desc: DraftDescription) -> list[LayerAttention]:
         raise OperationError(
             f"layer_types has {len(types)} entries for {count} layers", "list one type per draft layer"
         )
-    family = desc.dialect.family
-    all_layers = desc.is_causal if family == "zlab" else None
-    if all_layers is None and family == "zlab" and isinstance(dflash_config.get("causal"), bool):
+    is_causal_format = desc.spec.causality is Causality.IS_CAUSAL
+    all_layers = desc.is_causal if is_causal_format else None
+    if all_layers is None and is_causal_format and isinstance(dflash_config.get("causal"), bool):
         all_layers = dflash_config["causal"]
     non_causal_sliding = desc.sliding_window_non_causal
     if non_causal_sliding is None:
@@ -97,7 +98,7 @@ def layer_attention(desc: DraftDescription) -> list[LayerAttention]:
             )
         if all_layers is not None:
             causal = all_layers
-        elif family == "zlab":
+        elif is_causal_format:
             causal = sliding
         else:
             causal = sliding and not non_causal_sliding
@@ -204,7 +205,7 @@ class DraftModel:
         if desc.algorithm is Algorithm.DSPARK:
             raise OperationError(
                 "DSpark drafts are not implemented in the torch engine (its Markov head chains the slots)",
-                "use --engine vllm for DSpark drafts",
+                "use --runtime vllm for DSpark drafts",
             )
         self.desc = desc
         self.device, self.dtype = device, dtype

@@ -48,7 +48,7 @@ def rope_inverse_frequencies(head_dim: int, rope: dict[str, Any], where: str) ->
     elif rope_type != "default":
         raise OperationError(
             f"{where}: rope_type {rope_type!r} is not supported by the torch engine (default and linear are)",
-            "use --engine vllm for this checkpoint",
+            "use --runtime vllm for this checkpoint",
         )
     exponents = torch.arange(0, head_dim, 2, dtype=torch.int64).to(torch.float32) / head_dim
     return 1.0 / (float(theta) ** exponents), position_scale

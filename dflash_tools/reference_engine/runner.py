@@ -135,7 +135,8 @@ def _run(request: SmokeRequest) -> dict[str, Any]:
     algorithm = request["algorithm"]
     if algorithm not in ("dflash", "dflash2"):
         raise OperationError(
-            f"algorithm {algorithm!r} is not implemented in the torch engine (dflash, dflash2 are)", "use --engine vllm"
+            f"algorithm {algorithm!r} is not implemented in the torch engine (dflash, dflash2 are)",
+            "use --runtime vllm",
         )
     if algorithm == "dflash2" and desc.algorithm is not Algorithm.DFLASH2:
         raise OperationError(

@@ -3,16 +3,28 @@
     engine_model.py     DraftFacts (one draft, as every view needs it) and EngineView
     engine_view.py      `inspect --engine`: one engine table applied to one draft (EngineView),
                         the `--engine` names, and the report with every view (`engines` in JSON)
+    column_steps.py     the steps of that view every engine shares (format, layer ids, mask, layout)
+    sglang_column.py    SGLang's column of the view
+    vllm_column.py      vLLM's column of the view
+    vllm_runtime.py     per vLLM release: the method, why the V2 runner is needed, the launch
+                        environment, the layout overrides (the view and smoke-test both use it)
+    plugin_state.py     PluginState: how one vLLM serves anchor-first drafts, worded per document
     engine_checks.py    the tables' load-time rules (`Check.name`), one function each
     config_reads.py     reading a config key the way an engine does (locations in order)
     launch.py           whole launch lines (argv + environment) for vLLM and SGLang, with the
-                        serving plan's settings (`LaunchSettings`)
+                        serving plan's settings (`SERVING_SETTINGS`, `LaunchSettings`)
     vllm_capability.py  what the vLLM installed here can serve, read from its files (no import)
     vllm_view.py        `inspect --engine vllm`: the inspect walk plus how that vLLM serves the draft
-    plan_checks.py      the serving plan's numbers: token budget, weight and KV memory, tensor
-                        parallelism (pure functions over config dicts and safetensors headers)
-    plan.py             `dflash-tools plan`: one target and draft, the settings each release
-                        resolves (its table's defaults), its serving rules, the launch lines
+    plan_request.py     `dflash-tools plan`'s request, built once from the arguments and a preset
+                        (each value with its source)
+    plan.py             `plan_launch`: for each draft, the settings each release resolves (its
+                        table's defaults), the checks, the launch lines
+    plan_model.py       the plan's request and answer (`PlanRequest`, `ServingPlan`, `LaunchPlan`)
+    plan_rules.py       the tables' serving rules (`ServingRule.name`), one function each
+    plan_checks.py      the plan's numbers: dimensions (over `TargetDescription`), token budget,
+                        tensor parallelism
+    plan_memory.py      weights per rank, KV bytes per token, whether both fit
+    k_values.py         `-k` as every command takes it (one K, or smoke-test's list or range)
     presets.py          configs/presets and configs/prompts (plan and smoke-test both use them)
 
 The rules per engine release come from `engine_rules`; this package applies them to one draft.

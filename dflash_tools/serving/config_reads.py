@@ -6,14 +6,14 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from dflash_tools.draft.target import text_value
 from dflash_tools.engine_rules import KeyRead
 
 
 def num_hidden_layers(config: dict[str, Any]) -> Any:
-    text = config.get("text_config")
-    if isinstance(text, dict) and "num_hidden_layers" in text:
-        return text["num_hidden_layers"]
-    return config.get("num_hidden_layers")
+    """A config's layer count as the engines read it: text_config's when it has one, else the top
+    level's (the same rule as a target's, `draft.target.text_value`)."""
+    return text_value(config, "num_hidden_layers")[0]
 
 
 # Reading a key the engine's way

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from dflash_tools.dialects import spec_for_family
+from dflash_tools.draft.target import text_value
 from dflash_tools.serving.config_reads import as_int, lookup, num_hidden_layers
 from dflash_tools.serving.engine_model import DraftFacts, EngineView
 
@@ -115,9 +117,7 @@ def _check_output_multiplier(view: EngineView, facts: DraftFacts) -> str | None:
 
 def _check_sliding_window(view: EngineView, facts: DraftFacts) -> str | None:
     config = facts.config
-    text = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
-    assert isinstance(text, dict)
-    layer_types = text.get("layer_types", config.get("layer_types"))
+    layer_types = text_value(config, "layer_types")[0]
     if not isinstance(layer_types, list) or "sliding_attention" not in layer_types:
         return None
     rule = view.rules.key("sliding_window", view.path or "", facts.family)
@@ -186,7 +186,9 @@ def _check_dflash2_keys(view: EngineView, facts: DraftFacts) -> str | None:
         if _dflash2_value(view, facts, key)[1] is None
     ]
     if missing:
-        where = "the top level" if facts.family == "speculators" else "dflash_config"
+        spec = spec_for_family(facts.family or "")
+        scope = spec.keys.algorithm[0] if spec is not None and spec.keys.algorithm else ""
+        where = scope.rstrip(".") or "the top level"
         return f"a DFlash2 draft without {', '.join(missing)} in {where}"
     return None
 

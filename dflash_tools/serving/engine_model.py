@@ -11,24 +11,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dflash_tools import dialects
-from dflash_tools.draft.description import Algorithm, Dialect, DraftDescription
+from dflash_tools.draft.description import DraftDescription
 from dflash_tools.draft.geometry import Geometry, trained_layout
 from dflash_tools.draft.target import TargetSpec
 from dflash_tools.engine_rules import EngineRules, Layout, Outcome
 from dflash_tools.findings import Finding, Severity, make_finding
 from dflash_tools.inspect import InspectReport
 from dflash_tools.serving.launch import Launch
-
-# What a dialect's drafts are, when the config is too broken for a description.
-_ALGORITHM_OF: dict[Dialect, Algorithm] = {
-    Dialect.ZLAB_DFLASH: Algorithm.DFLASH,
-    Dialect.ZLAB_DFLASH2: Algorithm.DFLASH2,
-    Dialect.SPECULATORS_DFLASH: Algorithm.DFLASH,
-    Dialect.SPECULATORS_DFLASH2: Algorithm.DFLASH2,
-    Dialect.SPECULATORS_DSPARK: Algorithm.DSPARK,
-    Dialect.DSPARK_NATIVE: Algorithm.DSPARK,
-    Dialect.OPEN_SPEC: Algorithm.DFLASH,
-}
 
 
 def layout_for(sample_from_anchor: bool) -> Layout:
@@ -68,6 +57,9 @@ class DraftFacts:
     draft: str = ""
     draft_revision: str | None = None
     layout_evidence: tuple[str, ...] = ()
+    # The decoder's attention per layer as the dialect reads it (speculators: from
+    # transformer_layer_config), not the config's top level; None when unknown.
+    layer_types: tuple[str, ...] | None = None
 
     @property
     def trained_layout(self) -> Layout | None:
@@ -105,7 +97,8 @@ class DraftFacts:
     ) -> DraftFacts:
         """The facts of a config and what inspect made of it (`desc`, `geometry`: None when unknown)."""
         dialect = desc.dialect if desc is not None else dialects.detect(config)
-        algorithm = desc.algorithm if desc is not None else (_ALGORITHM_OF.get(dialect) if dialect else None)
+        # Without a description (a config too broken to read) the dialect still says what its drafts are.
+        algorithm = desc.algorithm if desc is not None else (dialect.algorithm if dialect else None)
         sfa: bool | None = None
         if geometry is not None:
             sfa = geometry.sample_from_anchor
@@ -139,6 +132,9 @@ class DraftFacts:
             draft=draft,
             draft_revision=draft_revision,
             layout_evidence=tuple(e.why for e in desc.layout_evidence) if desc is not None else (),
+            layer_types=tuple(desc.decoder.layer_types)
+            if desc is not None and desc.decoder.layer_types is not None
+            else None,
         )
 
 
@@ -177,7 +173,7 @@ class EngineView:
     mask_token_id_source: str | None = None
     matches_training: bool = False
     launch: Launch | None = None
-    plugin: str | None = None  # vLLM: "not needed", "needed", "active", "native", "missing"
+    plugin: str | None = None  # vLLM: `plugin_state.engine_column_word` ("not needed", "needed", ...)
     installed: bool = False
     findings: list[Finding] = field(default_factory=list)
 

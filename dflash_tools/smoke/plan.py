@@ -5,14 +5,15 @@ trained K), then the decisions docs/smoke-test.md describes:
 
 - the layout served (the declared one; `--compare-layouts` adds the flipped one) and its query
   count Q: K anchor-first, K + 1 bonus-anchor;
-- vLLM's speculative method (`dflash` for DFlash and DFlash2, `dspark` for DSpark) with an
-  explicit K;
-- the runner: V2 forced (`VLLM_USE_V2_MODEL_RUNNER=1`) for DFlash2, anchor-first, DSpark and
-  mixed sliding/full drafts, because V1 either refuses them or serves them silently wrong;
-- how anchor-first DFlash is served: natively (the upstream change is in this vLLM), through the
-  dflash-tools plugin (stock 0.33.0), or not at all (DFT041, refused);
-- the config values vLLM must see that the file does not state where vLLM reads them
-  (`draft_config_overrides`, served from an overlay folder, the checkpoint untouched);
+- what the installed vLLM release needs to run the draft in that layout, as `inspect --engine`
+  and `plan` say it (`serving.vllm_runtime`, from the release's table): the speculative method
+  with an explicit K; the runner (V2 pinned where the release still ships V1 and the draft needs
+  V2, because V1 either refuses it or serves it silently wrong); the config values vLLM must see
+  that the file does not state where vLLM reads them (`draft_config_overrides`, served from an
+  overlay folder, the checkpoint untouched);
+- how anchor-first DFlash is served (`serving.plugin_state`): natively (the upstream change is
+  in this vLLM), through the dflash-tools plugin (the releases it patches), or not at all
+  (DFT041, refused);
 - the compile-cache key: layout and K go into `additional_config`, which vLLM hashes;
 - a K sweep (`-k 3,5,7`): one run per K in the declared layout, preflight at the trained K, and
   a K the geometry rules refuse skipped with their reason (DFlash2 serves only its trained K);
@@ -22,7 +23,7 @@ trained K), then the decisions docs/smoke-test.md describes:
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,16 +33,23 @@ from dflash_tools.draft.description import Algorithm, DraftDescription
 from dflash_tools.draft.geometry import Geometry, layout_name, num_query_tokens, resolve_geometry
 from dflash_tools.draft.target import TargetSpec
 from dflash_tools.errors import DflashToolsError, SourceError, UsageError
-from dflash_tools.findings import Finding, Severity, has_errors, make_finding, sort_findings
+from dflash_tools.findings import Finding, Severity, has_errors, sort_findings
 from dflash_tools.inspect import InspectReport, inspect_loaded
 from dflash_tools.reading.source import load_checkpoint
 from dflash_tools.serving.presets import SANITY_FLOOR, DraftEntry, Floor
 from dflash_tools.serving.vllm_capability import VllmCapability
+from dflash_tools.serving.vllm_runtime import VllmRuntime
 from dflash_tools.smoke.options import SmokeOptions
-from dflash_tools.vllm_plugin.fingerprints import SUPPORTED_VERSIONS
-from dflash_tools.vllm_plugin.markers import ENTRY_POINT_NAME, REQUIRE_ENV
+from dflash_tools.smoke.vllm_plan import (
+    V2_ENV,
+    engine_env,
+    layout_unavailable,
+    runtime_for,
+    serving_of,
+    unavailable_reason,
+    vllm_findings,
+)
 
-V2_ENV = "VLLM_USE_V2_MODEL_RUNNER"
 ADDITIONAL_CONFIG_KEY = "dflash_tools"
 
 
@@ -55,8 +63,10 @@ class RunPlan:
     sample_from_anchor: bool | None  # None: not known (a server measured without its draft)
     num_speculative_tokens: int
     num_query_tokens: int | None
-    runner: str  # "v2" | "auto" | "n/a"
-    serving: str  # "stock" | "native" | "plugin" | "unknown" | "unavailable" | "n/a" | "server"
+    runner: str  # "v2" | "auto" | "n/a" (`VllmRuntime.runner`)
+    # "stock" | "native" | "plugin" | "unknown" | "unavailable" (`plugin_state.smoke_serving_word`),
+    # "unsupported" (--compare-layouts), "n/a" (torch), "server" (--server)
+    serving: str
     env: dict[str, str]
     request: contract.SmokeRequest | None
     skip_reason: str | None = None
@@ -160,31 +170,6 @@ def slugify(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_")[:80] or "draft"
 
 
-def _mixed_attention(desc: DraftDescription) -> bool:
-    types = set(desc.decoder.layer_types or [])
-    return {"sliding_attention", "full_attention"} <= types
-
-
-def vllm_sample_from_anchor(desc: DraftDescription) -> tuple[str, bool] | None:
-    """The config key vLLM 0.33.0 reads the layout from, and the value it would see.
-
-    z-lab: `dflash_config.sample_from_anchor` (the top level is ignored). speculators: the top
-    level, copied into `dflash_config` (dflash, dflash2) or the config (dspark), default false
-    for all three in 0.33.0. Native DSpark: the top level, default true.
-    """
-    config = desc.raw_config
-    family = desc.dialect.family
-    if family == "zlab":
-        inner = config.get("dflash_config")
-        value = inner.get("sample_from_anchor", False) if isinstance(inner, dict) else False
-        return "dflash_config.sample_from_anchor", value is True
-    if family == "speculators":
-        return "sample_from_anchor", config.get("sample_from_anchor", False) is True
-    if family == "dspark-native":
-        return "sample_from_anchor", config.get("sample_from_anchor", True) is True
-    return None
-
-
 def _served_path(report: InspectReport, source: str) -> str:
     loaded = report.loaded
     if loaded.kind == "hub":
@@ -232,156 +217,6 @@ def _on_cpu(device: str | None) -> bool:
     return (device or "").startswith("cpu")
 
 
-def _has_v1_runner(capability: VllmCapability | None) -> bool:
-    """Unknown (no vLLM inspected) counts as having one: the plan then pins V2 to be safe."""
-    return capability is None or not capability.installed or capability.has_v1_runner
-
-
-def _explicit_v1(env: Mapping[str, str]) -> bool:
-    value = env.get(V2_ENV)
-    return value is not None and value.strip().lower() in ("0", "false", "no", "off")
-
-
-def _v2_reasons(desc: DraftDescription, sample_from_anchor: bool) -> list[str]:
-    reasons = []
-    if desc.algorithm is Algorithm.DFLASH2:
-        reasons.append("DFlash2 (V1 drafts it as plain DFlash without its candidate selector)")
-    if desc.algorithm is Algorithm.DSPARK:
-        reasons.append("DSpark (implemented by the V2 runner only)")
-    if sample_from_anchor and desc.algorithm is not Algorithm.DSPARK:
-        reasons.append("anchor-first layout (V1 hard-codes K + 1 queries and drafts it wrongly)")
-    if _mixed_attention(desc):
-        reasons.append("mixed sliding/full attention layers")
-    return reasons
-
-
-def _serving(engine: str, desc: DraftDescription, sample_from_anchor: bool, capability: VllmCapability | None) -> str:
-    if engine != "vllm":
-        return "n/a"
-    if desc.algorithm is Algorithm.DSPARK or not sample_from_anchor:
-        return "stock"
-    if capability is None or capability.support == "absent":
-        return "unknown"
-    if capability.support == "native":
-        return "native"
-    if capability.support == "patchable" and capability.plugin_registered:
-        return "plugin"
-    return "unavailable"
-
-
-def _unavailable_reason(capability: VllmCapability | None) -> str:
-    if capability is None:
-        return "vLLM was not inspected"
-    if capability.support == "patchable" and not capability.plugin_registered:
-        return "the dflash-tools plugin is not registered with this vLLM installation"
-    return capability.reason
-
-
-def _smoke_findings(
-    source: str,
-    desc: DraftDescription,
-    k: int,
-    sample_from_anchor: bool,
-    engine: str,
-    capability: VllmCapability | None,
-    options: SmokeOptions,
-) -> list[Finding]:
-    """DFT041: what the selected vLLM runner cannot serve as declared (docs/findings.md)."""
-    if engine != "vllm":
-        return []
-    findings = []
-    layout = layout_name(sample_from_anchor)
-    if desc.dialect.family == "open-spec":
-        findings.append(
-            make_finding(
-                "DFT041",
-                f"{source} is an Open Spec config (architecture DflashDraftModel): vLLM has no loader for it",
-                "convert it to the z-lab or speculators form first (`dflash-tools convert`)",
-                severity=Severity.ERROR,
-                keys=("open_spec_config_version",),
-                values={"cause": "checkpoint"},
-            )
-        )
-    serving = _serving(engine, desc, sample_from_anchor, capability)
-    if serving == "unavailable":
-        findings.append(
-            make_finding(
-                "DFT041",
-                f"{source} is {layout} (sample_from_anchor=true: {k} query positions for K = {k}) but the installed "
-                f"vLLM cannot serve that layout: {_unavailable_reason(capability)}",
-                f"use vLLM {' or '.join(SUPPORTED_VERSIONS)} with dflash-tools installed in the same environment (its "
-                "plugin patches the runner), or a vLLM that serves anchor-first DFlash itself; bonus-anchor drafts "
-                "are unaffected",
-                severity=Severity.ERROR,
-                keys=("sample_from_anchor",),
-                values={"cause": "environment", "vllm_version": capability.version if capability else None},
-            )
-        )
-    v2 = _v2_reasons(desc, sample_from_anchor)
-    if not _has_v1_runner(capability) and (_explicit_v1(options.env) or _explicit_v1(options.inherited_env)):
-        version = capability.version if capability else None
-        findings.append(
-            make_finding(
-                "DFT041",
-                f"{V2_ENV}=0 asks for the V1 model runner, which vLLM {version} no longer has: it refuses to start",
-                f"unset {V2_ENV} (drop --env {V2_ENV}=0)",
-                severity=Severity.ERROR,
-                keys=(V2_ENV,),
-                values={"cause": "environment", "vllm_version": version},
-            )
-        )
-    elif v2 and _explicit_v1(options.env):
-        findings.append(
-            make_finding(
-                "DFT041",
-                f"{source} needs the V2 model runner ({'; '.join(v2)}), but --env {V2_ENV}=0 selects V1",
-                f"drop --env {V2_ENV}=0: smoke-test sets {V2_ENV}=1 for this draft",
-                severity=Severity.ERROR,
-                keys=(V2_ENV,),
-                values={"cause": "environment"},
-            )
-        )
-    elif v2 and _explicit_v1(options.inherited_env):
-        findings.append(
-            make_finding(
-                "DFT041",
-                f"{V2_ENV}=0 in the environment would run {source} on the V1 runner ({'; '.join(v2)}); "
-                f"smoke-test overrides it with {V2_ENV}=1 for this run",
-                f"unset {V2_ENV} (or set it to 1) when you serve this draft",
-                keys=(V2_ENV,),
-                values={"cause": "environment"},
-            )
-        )
-    return findings
-
-
-def _engine_env(
-    engine: str,
-    desc: DraftDescription,
-    sample_from_anchor: bool,
-    serving: str,
-    options: SmokeOptions,
-    capability: VllmCapability | None = None,
-) -> dict[str, str]:
-    env: dict[str, str] = {}
-    if engine != "vllm":
-        return dict(options.env)
-    if _v2_reasons(desc, sample_from_anchor) and _has_v1_runner(capability):
-        # Only where V1 exists: 0.34.0 runs V2 alone and merely warns that the variable is redundant.
-        env[V2_ENV] = "1"
-    device = options.device or ""
-    if device.startswith("cuda:"):
-        env["CUDA_VISIBLE_DEVICES"] = device.split(":", 1)[1]
-    env.update(options.env)
-    if serving == "plugin":
-        env[REQUIRE_ENV] = "1"
-    if serving in ("plugin", "unknown"):
-        allowlist = env.get("VLLM_PLUGINS", options.inherited_env.get("VLLM_PLUGINS"))
-        if allowlist is not None and ENTRY_POINT_NAME not in [n.strip() for n in allowlist.split(",")]:
-            env["VLLM_PLUGINS"] = ",".join([n for n in allowlist.split(",") if n.strip()] + [ENTRY_POINT_NAME])
-    return env
-
-
 def _request(
     *,
     options: SmokeOptions,
@@ -392,6 +227,7 @@ def _request(
     revision: str | None,
     k: int,
     sample_from_anchor: bool,
+    runtime: VllmRuntime | None,
     serving: str,
     env: dict[str, str],
 ) -> contract.SmokeRequest:
@@ -426,18 +262,10 @@ def _request(
         "label": label,
         "target_revision": options.target_revision,
     }
-    if engine == "vllm":
-        speculative: dict[str, Any] = {
-            "method": "dspark" if desc.algorithm is Algorithm.DSPARK else "dflash",
-            "model": served,
-            "num_speculative_tokens": k,
-        }
+    if runtime is not None:
+        speculative: dict[str, Any] = {"method": runtime.method, "model": served, "num_speculative_tokens": k}
         if hub and revision:
             speculative["revision"] = revision
-        overrides: dict[str, Any] = {}
-        reads = vllm_sample_from_anchor(desc)
-        if reads is not None and reads[1] != sample_from_anchor:
-            overrides[reads[0]] = sample_from_anchor
         engine_args = dict(options.engine_args)
         if _on_cpu(options.device):
             for key, value in CPU_ENGINE_ARGS.items():
@@ -454,7 +282,7 @@ def _request(
         engine_args["additional_config"] = additional
         request["engine_args"] = engine_args
         request["speculative_config"] = speculative
-        request["draft_config_overrides"] = overrides
+        request["draft_config_overrides"] = dict(runtime.config_overrides)
         request["plugin_required"] = serving == "plugin"
     return contract.validate_request(request)
 
@@ -486,13 +314,16 @@ def plan_draft(
         return plan
     k = geometry.num_speculative_tokens
     declared = geometry.sample_from_anchor
-    smoke = _smoke_findings(source, desc, k, declared, engine, capability, options)
+    smoke = vllm_findings(
+        source, desc, k, declared, runtime_for(engine, report, declared, capability), capability, options
+    )
     plan.findings = sort_findings(plan.findings + smoke)
     _check_expectations(plan, entry, k, declared, geometry.num_query_tokens)
 
     def make_run(role: str, sample_from_anchor: bool, run_k: int, run_label: str, slug: str) -> RunPlan:
-        serving = _serving(engine, desc, sample_from_anchor, capability)
-        env = _engine_env(engine, desc, sample_from_anchor, serving, options, capability)
+        runtime = runtime_for(engine, report, sample_from_anchor, capability)
+        serving = serving_of(runtime, capability)
+        env = engine_env(runtime, serving, options)
         return RunPlan(
             label=run_label,
             slug=slug,
@@ -500,7 +331,7 @@ def plan_draft(
             sample_from_anchor=sample_from_anchor,
             num_speculative_tokens=run_k,
             num_query_tokens=num_query_tokens(run_k, sample_from_anchor),
-            runner=("v2" if _v2_reasons(desc, sample_from_anchor) else "auto") if engine == "vllm" else "n/a",
+            runner=runtime.runner if runtime is not None else "n/a",
             serving=serving,
             env=env,
             request=_request(
@@ -512,6 +343,7 @@ def plan_draft(
                 revision=revision,
                 k=run_k,
                 sample_from_anchor=sample_from_anchor,
+                runtime=runtime,
                 serving=serving,
                 env=env,
             ),
@@ -532,7 +364,7 @@ def plan_draft(
                 base + ("" if role == "declared" else "-flipped"),
             )
             if role == "flipped" and run.serving == "unavailable":
-                run.skip_reason = f"the installed vLLM cannot serve the flipped ({layout_name(sample_from_anchor)}) layout: {_unavailable_reason(capability)}"
+                run.skip_reason = f"the installed vLLM cannot serve the flipped ({layout_name(sample_from_anchor)}) layout: {unavailable_reason(capability)}"
             plan.runs.append(run)
         _ask_prefix_caching_check(plan.declared_run, options)
     if options.compare_layouts and desc.algorithm is Algorithm.DFLASH2:
@@ -548,7 +380,7 @@ def plan_draft(
         and options.compare_layouts
         and declared_run is not None
         and declared_run.serving == "unavailable"
-        and all(_layout_unavailable(f) for f in errors)
+        and all(layout_unavailable(f) for f in errors)
     ):
         # --compare-layouts asks what this vLLM does with the draft as published: launch the
         # declared layout anyway and judge what actually happened (a refusal, or a silent
@@ -634,15 +466,6 @@ def _plan_sweep(
     _ask_prefix_caching_check(max(runnable, key=lambda run: run.num_speculative_tokens), options)
 
 
-def _layout_unavailable(finding: Finding) -> bool:
-    """The DFT041 error that says this vLLM cannot serve the anchor-first layout."""
-    return (
-        finding.code == "DFT041"
-        and finding.values.get("cause") == "environment"
-        and "sample_from_anchor" in finding.keys
-    )
-
-
 def _check_expectations(plan: DraftPlan, entry: DraftEntry, k: int, sample_from_anchor: bool, queries: int) -> None:
     expect = entry.expect
     actual = {"layout": layout_name(sample_from_anchor), "num_speculative_tokens": k, "num_query_tokens": queries}
@@ -657,8 +480,8 @@ def _check_expectations(plan: DraftPlan, entry: DraftEntry, k: int, sample_from_
 # What an engine loads a target's weights from (transformers and vLLM alike).
 WEIGHT_PATTERNS = ("*.safetensors", "*.bin", "*.safetensors.index.json", "*.bin.index.json")
 RUNNABLE_EXAMPLE_TARGETS = (
-    "example:engine-demo/target (--engine torch)",
-    "example:vllm-cpu-demo/target (--engine vllm --device cpu)",
+    "example:engine-demo/target (--runtime torch)",
+    "example:vllm-cpu-demo/target (--runtime vllm --device cpu)",
 )
 
 

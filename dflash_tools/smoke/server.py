@@ -1,178 +1,96 @@
-"""`--server URL`: measure a running OpenAI-compatible vLLM server (stdlib HTTP only).
+"""`--server URL`: measure a running vLLM or SGLang server over HTTP.
 
-Scrape `/metrics`, send the prompts greedily to `/v1/completions` (or `/v1/chat/completions`
-with `chat`), scrape `/metrics` again, and report the deltas of the speculative-decoding counters
-as a contract result (engine `vllm-server`). The server's counters are shared with any other
-client, so the numbers are only clean on a server nobody else is using. There is no baseline: the
-server only serves with speculation.
+The engine behind the URL is detected first (`detect_engine`), then:
+
+- vLLM: scrape `/metrics`, send the prompts to `/v1/completions` (or `/v1/chat/completions`
+  with `chat`), scrape `/metrics` again, and report the deltas of vLLM's speculative-decoding
+  counters (engine `vllm-server`). The counters are shared with any other client, so the numbers
+  are only clean on a server nobody else is using (`smoke.vllm_server`).
+- SGLang: each answer carries its own statistics (`smoke.sglang_server`, engine `sglang-server`).
+
+Both give the same contract result (`dflash_tools.smoke_contract`) with both definitions of the
+acceptance length side by side (`smoke.acceptance`). There is no baseline: a server serves with
+speculation or without, and one without is named as such in one line.
+
+Every request is bounded (`smoke.server_http`): `timeout_s` (--timeout) bounds connecting, every
+read and each small request, `run_timeout_s` (--run-timeout) the whole measurement; every
+hostile answer ends in a one-line SourceError, OperationError or UsageError.
 """
 
 from __future__ import annotations
 
-import json
-import time
-import urllib.error
-import urllib.request
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from typing import Any
-
 from dflash_tools import smoke_contract as contract
-from dflash_tools.errors import OperationError, SourceError, UsageError
-from dflash_tools.smoke.metrics import MetricsError, SpecDecodeCounters, counters_from_prometheus
-from dflash_tools.smoke.options import Runtime
+from dflash_tools.errors import OperationError
+from dflash_tools.smoke.server_base import (
+    Detected,
+    ServerOptions,
+    connect,
+    listed_models,
+    pick_model,
+)
+from dflash_tools.smoke.server_http import LIST_ANSWER_BYTES, ServerClient, one_line
+from dflash_tools.smoke.sglang_server import run_sglang
+from dflash_tools.smoke.vllm_server import run_vllm
 
-ENGINE = Runtime.VLLM_SERVER.value
-
-
-@dataclass
-class ServerOptions:
-    url: str
-    prompts: list[str] | list[list[int]]  # text, or token ids (completions only)
-    max_tokens: int
-    model: str | None = None
-    api_key: str | None = None
-    chat: bool = False
-    enable_thinking: bool = False
-    seed: int = 0
-    concurrency: int = 1
-    timeout_s: float = 600.0
+__all__ = ["Detected", "ServerOptions", "detect_engine", "run_server", "served_model"]
 
 
-def _base(url: str) -> str:
-    url = url.rstrip("/")
-    return url[: -len("/v1")] if url.endswith("/v1") else url
+def detect_engine(client: ServerClient) -> Detected:
+    """vLLM or SGLang, from how the routes answer (docs/smoke-test.md, "Servers").
 
-
-def _request(
-    url: str, *, payload: dict[str, Any] | None = None, api_key: str | None = None, timeout: float = 30.0
-) -> bytes:
-    headers = {"Accept": "application/json, text/plain"}
-    data = None
-    if payload is not None:
-        data = json.dumps(payload).encode("utf-8")
-        headers["Content-Type"] = "application/json"
-    if api_key:
-        headers["Authorization"] = f"Bearer {api_key}"
-    request = urllib.request.Request(url, data=data, headers=headers, method="POST" if data else "GET")
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            body: bytes = response.read()
-            return body
-    except urllib.error.HTTPError as exc:
-        detail = exc.read()[:300].decode("utf-8", errors="replace").strip()
-        raise OperationError(
-            f"{url}: HTTP {exc.code} {exc.reason}" + (f": {detail}" if detail else ""), "check the server log"
-        ) from None
-    except (urllib.error.URLError, TimeoutError, ConnectionError, OSError) as exc:
-        reason = getattr(exc, "reason", exc)
-        raise SourceError(
-            f"{url}: cannot reach the server ({reason})", "is `vllm serve` running at that address?"
-        ) from None
-
-
-def _json(body: bytes, url: str) -> Any:
-    try:
-        return json.loads(body)
-    except ValueError:
-        raise OperationError(f"{url}: the response is not JSON", "is this an OpenAI-compatible server?") from None
+    1. `GET /v1/models`: `owned_by` is "sglang" (sglang srt/entrypoints/openai/protocol.py,
+       ModelCard) or "vllm" (vllm entrypoints/serve/engine/protocol.py).
+    2. A router or proxy may list other owners: `GET /model_info` answers SGLang's model info
+       (`model_path`, `is_generation`; sglang srt/entrypoints/http_server.py), and `GET /version`
+       answers vLLM's `{"version": ...}` (404 on SGLang).
+    3. `/metrics` families: `sglang:*` or `vllm:*`.
+    """
+    status, document = client.probe_json("/v1/models", limit=LIST_ANSWER_BYTES)
+    if status in (401, 403):
+        raise client.status_error(f"{client.base}/v1/models", status, b"")
+    listed = listed_models(document) if status == 200 else None
+    models = [model for model, _ in listed] if listed is not None else None
+    owners = {owner for _, owner in listed or [] if owner}
+    for engine in ("sglang", "vllm"):
+        if owners == {engine}:
+            return Detected(engine, f"/v1/models: owned_by {engine!r}", models)
+    status, info = client.probe_json("/model_info")
+    if status == 200 and isinstance(info, dict) and "model_path" in info and "is_generation" in info:
+        return Detected("sglang", "/model_info answers SGLang's model info", models)
+    status, version = client.probe_json("/version")
+    if status == 200 and isinstance(version, dict) and isinstance(version.get("version"), str):
+        return Detected("vllm", f"/version answers {one_line(version['version'], 40)!r}", models)
+    page = client.text("/metrics") or ""
+    families = {prefix for prefix in ("sglang:", "vllm:", "vllm_") if f"\n{prefix}" in f"\n{page}"}
+    if families == {"sglang:"}:
+        return Detected("sglang", "/metrics has sglang:* metrics", models)
+    if families and families <= {"vllm:", "vllm_"}:
+        return Detected("vllm", "/metrics has vllm:* metrics", models)
+    owned = ", ".join(sorted(owners)) or "none"
+    raise OperationError(
+        f"{client.base}: cannot tell which engine serves here (/v1/models owned_by: {owned}; neither "
+        "SGLang's /model_info nor vLLM's /version answered; /metrics names neither)",
+        "is this a vLLM or SGLang server? name the engine (server engine vllm or sglang)",
+    )
 
 
 def served_model(url: str, api_key: str | None, timeout: float) -> str:
     """The single model a server serves (`GET /v1/models`)."""
-    endpoint = f"{_base(url)}/v1/models"
-    document = _json(_request(endpoint, api_key=api_key, timeout=timeout), endpoint)
-    listed = document.get("data", []) if isinstance(document, dict) else []
-    models: list[str] = [m["id"] for m in listed if isinstance(m, dict) and isinstance(m.get("id"), str)]
-    if len(models) != 1:
-        raise OperationError(
-            f"{endpoint}: the server lists {len(models)} models ({', '.join(models) or 'none'})",
-            "name one with --server-model",
-        )
-    return models[0]
+    client = ServerClient(url, api_key=api_key, timeout_s=timeout, run_timeout_s=timeout)
+    return pick_model(client, Detected("auto", "", None), None)
 
 
-def scrape(url: str, api_key: str | None, timeout: float, model: str | None) -> SpecDecodeCounters:
-    endpoint = f"{_base(url)}/metrics"
-    text = _request(endpoint, api_key=api_key, timeout=timeout).decode("utf-8", errors="replace")
-    try:
-        counters = counters_from_prometheus(text, model_name=model)
-    except MetricsError as exc:
-        raise OperationError(f"{endpoint}: {exc}", "is this a vLLM server's /metrics page?") from None
-    if counters is None:
-        raise OperationError(
-            f"{endpoint}: no speculative-decoding counters (vllm:spec_decode_*)",
-            "start the server with --speculative-config and without --disable-log-stats",
-        )
-    return counters
-
-
-def _complete(options: ServerOptions, model: str, prompt: str | list[int]) -> tuple[list[int], int, str]:
-    base = _base(options.url)
-    payload: dict[str, Any] = {
-        "model": model,
-        "max_tokens": options.max_tokens,
-        "temperature": 0.0,
-        "seed": options.seed,
-        # vLLM extension: the generated token ids, for the identity check between runs.
-        "return_token_ids": True,
-    }
-    if options.chat:
-        if not isinstance(prompt, str):
-            raise UsageError(
-                "--chat needs text prompts, not prompt_token_ids", "drop --chat or use a text prompts file"
-            )
-        endpoint = f"{base}/v1/chat/completions"
-        payload["messages"] = [{"role": "user", "content": prompt}]
-        payload["chat_template_kwargs"] = {"enable_thinking": options.enable_thinking}
-    else:
-        endpoint = f"{base}/v1/completions"
-        payload["prompt"] = prompt
-    document = _json(_request(endpoint, payload=payload, api_key=options.api_key, timeout=options.timeout_s), endpoint)
-    try:
-        choice = document["choices"][0]
-        completion_tokens = int(document["usage"]["completion_tokens"])
-    except (KeyError, IndexError, TypeError, ValueError):
-        raise OperationError(
-            f"{endpoint}: the response has no choices[0] / usage.completion_tokens",
-            "is this an OpenAI-compatible server?",
-        ) from None
-    ids = choice.get("token_ids")
-    text = choice.get("text") if not options.chat else (choice.get("message") or {}).get("content")
-    token_ids = [int(i) for i in ids] if isinstance(ids, list) else []
-    return token_ids, completion_tokens, text if isinstance(text, str) else ""
+# --- entry -------------------------------------------------------------------------------------
 
 
 def run_server(options: ServerOptions) -> contract.SmokeResult:
-    """Measure the server; raises SourceError (unreachable) or OperationError (bad answers)."""
-    model = options.model or served_model(options.url, options.api_key, options.timeout_s)
-    before = scrape(options.url, options.api_key, options.timeout_s, model)
-    started = time.perf_counter()
-    with ThreadPoolExecutor(max_workers=max(1, options.concurrency)) as pool:
-        answers = list(pool.map(lambda prompt: _complete(options, model, prompt), options.prompts))
-    elapsed = time.perf_counter() - started
-    after = scrape(options.url, options.api_key, options.timeout_s, model)
-    try:
-        counters = after.minus(before)
-    except MetricsError as exc:
-        raise OperationError(f"{_base(options.url)}/metrics: {exc}", "rerun the smoke test") from None
-    outputs = [ids for ids, _, _ in answers]
-    output_tokens = sum(count for _, count, _ in answers)
-    result: contract.SmokeResult = {
-        "schema_version": contract.SCHEMA_VERSION,
-        "ok": True,
-        "error": None,
-        "engine": ENGINE,
-        **counters.result_fields(),  # type: ignore[typeddict-item]
-        "output_tokens": output_tokens,
-        "elapsed_s": elapsed,
-        "tokens_per_second": contract.tokens_per_second(output_tokens, elapsed),
-        "outputs": outputs if all(outputs) else [],
-        "baseline": None,
-        "token_identical": None,
-        "query_positions_per_step": None,
-        "log_path": None,
-        "output_texts": [text for _, _, text in answers],
-        "engine_details": {"server": _base(options.url), "model": model, "concurrency": options.concurrency},
-    }
-    return contract.validate_result(result)
+    """Measure the server; raises SourceError (unreachable, no answer, not HTTP, the key refused),
+    OperationError (error answers, unusable answers, no speculation, --run-timeout) or UsageError."""
+    client = connect(options)
+    if options.engine == "auto":
+        detected = detect_engine(client)
+    else:
+        detected = Detected(options.engine, "named by the caller", None)
+    if detected.engine == "sglang":
+        return run_sglang(client, options, detected)
+    return run_vllm(client, options, detected)

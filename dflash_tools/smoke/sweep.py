@@ -33,43 +33,11 @@ Pure functions over contract results; nothing here runs an engine.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from dflash_tools import smoke_contract as contract
-from dflash_tools.errors import UsageError
-
-K_VALUES_HINT = "pass -k 7, a list -k 3,5,7 or a range -k 3-7"
-MAX_SWEEP_VALUES = 32
-_RANGE = re.compile(r"^(\d+)\s*-\s*(\d+)$")
-
-
-def parse_k_values(text: str) -> list[int]:
-    """`7`, `3,5,7` or `3-7` (ranges and single values may mix: `1,3-5`) -> sorted distinct Ks."""
-    values: set[int] = set()
-    for part in text.split(","):
-        item = part.strip()
-        if not item:
-            raise UsageError(f"-k {text!r}: an empty item", K_VALUES_HINT)
-        match = _RANGE.match(item)
-        if match:
-            low, high = int(match.group(1)), int(match.group(2))
-            if low > high:
-                raise UsageError(f"-k {text!r}: range {item} runs backwards", K_VALUES_HINT)
-            if high - low >= MAX_SWEEP_VALUES:
-                raise UsageError(f"-k {text!r}: range {item} has more than {MAX_SWEEP_VALUES} values", K_VALUES_HINT)
-            values.update(range(low, high + 1))
-        elif item.isdigit():
-            values.add(int(item))
-        else:
-            raise UsageError(f"-k {text!r}: {item!r} is not a number or a range", K_VALUES_HINT)
-    if 0 in values:
-        raise UsageError(f"-k {text!r}: K must be at least 1", K_VALUES_HINT)
-    if len(values) > MAX_SWEEP_VALUES:
-        raise UsageError(f"-k {text!r}: more than {MAX_SWEEP_VALUES} values", K_VALUES_HINT)
-    return sorted(values)
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,8 @@ the prompts greedily, read the speculative-decoding counters from `get_metrics()
 after, shut the engine down, then (when asked) serve the target alone on the same prompts for the
 token-identity check and the speed ratio. vLLM is imported only inside `run_request`.
 
-Before any weights load, when the request needs the dflash-tools plugin (anchor-first on stock
-0.33.0), the plugin is loaded in this process and its marker checked; after the engine starts,
+Before any weights load, when the request needs the dflash-tools plugin (anchor-first on a stock
+release it patches), the plugin is loaded in this process and its marker checked; after the engine starts,
 the speculator the plugin saw constructed must run the planned number of query positions.
 Either check failing ends the run: it never proceeds with the plugin silently inactive.
 """
@@ -89,9 +89,13 @@ def local_draft_dir(draft: str, revision: str | None) -> Path:
 
 
 def served_speculative_config(request: contract.SmokeRequest, work_dir: Path) -> tuple[dict[str, Any], str | None]:
-    """The speculative config to pass to `LLM`, with the overlay folder when overrides apply."""
+    """The speculative config to pass to `LLM`, with the overlay folder when overrides apply.
+
+    The method is the plan's (`serving.vllm_runtime`: the release's table routes the algorithm);
+    a request without one is refused rather than guessed."""
     speculative = dict(request.get("speculative_config") or {})
-    speculative.setdefault("method", "dspark" if request["algorithm"] == "dspark" else "dflash")
+    if not isinstance(speculative.get("method"), str) or not speculative["method"]:
+        raise EngineFailure("the request's speculative_config names no method (the plan sets it from the engine table)")
     speculative.setdefault("model", request["draft"])
     speculative["num_speculative_tokens"] = request["num_speculative_tokens"]
     overrides = request.get("draft_config_overrides") or {}

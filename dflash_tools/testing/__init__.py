@@ -16,6 +16,7 @@ them). `python -m dflash_tools.testing` regenerates the bundled examples.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -23,16 +24,6 @@ from typing import Any
 from dflash_tools.reading.safetensors_header import encode_header
 
 TensorSpec = tuple[str, str, tuple[int, ...]]
-
-ALL_DIALECTS = (
-    "zlab-dflash",
-    "zlab-dflash2",
-    "speculators-dflash",
-    "speculators-dflash2",
-    "speculators-dspark",
-    "dspark-native",
-    "open-spec",
-)
 
 
 @dataclass(frozen=True)
@@ -214,16 +205,7 @@ def _decoder(spec: DraftSpec) -> dict[str, Any]:
 
 def make_config(dialect: str, spec: DraftSpec, *, block_size_location: str = "dflash_config") -> dict[str, Any]:
     """A config.json in `dialect`'s own form. `block_size_location` (z-lab DFlash): top, dflash_config, both."""
-    builders = {
-        "zlab-dflash": _zlab,
-        "zlab-dflash2": _zlab,
-        "speculators-dflash": _speculators,
-        "speculators-dflash2": _speculators,
-        "speculators-dspark": _speculators,
-        "dspark-native": _dspark_native,
-        "open-spec": _open_spec,
-    }
-    config = builders[dialect](dialect, spec, block_size_location)
+    config = _BUILDERS[dialect](dialect, spec, block_size_location)
     config.update(spec.extra_config)
     return config
 
@@ -356,6 +338,19 @@ def _dspark_native(dialect: str, spec: DraftSpec, _location: str) -> dict[str, A
     return config
 
 
+# One config writer per dialect name (the JSON `dialect` values): a new dialect adds its writer here.
+_BUILDERS: dict[str, Callable[[str, DraftSpec, str], dict[str, Any]]] = {
+    "zlab-dflash": _zlab,
+    "zlab-dflash2": _zlab,
+    "speculators-dflash": _speculators,
+    "speculators-dflash2": _speculators,
+    "speculators-dspark": _speculators,
+    "dspark-native": _dspark_native,
+    "open-spec": _open_spec,
+}
+ALL_DIALECTS = tuple(_BUILDERS)
+
+
 def make_target_config(spec: DraftSpec, *, multimodal: bool = False) -> dict[str, Any]:
     """A target (verifier) config.json that the draft pairs with."""
     text = {
@@ -461,22 +456,26 @@ def disk_usage(folder: Path) -> int:
 
 # The bundled examples: one clean, normalized checkpoint per dialect, one anchor-first DFlash2,
 # one legacy speculators save with the pre-April proposal count, and a target they pair with.
-EXAMPLES: dict[str, tuple[str, DraftSpec]] = {
-    "zlab-dflash": ("zlab-dflash", replace(TINY, sample_from_anchor=False)),
-    "zlab-dflash2": ("zlab-dflash2", replace(TINY_DFLASH2, sample_from_anchor=False)),
-    "zlab-dflash2-anchor-first": ("zlab-dflash2", replace(TINY_DFLASH2, block_size=7, sample_from_anchor=True)),
-    "speculators-dflash": ("speculators-dflash", replace(TINY, sample_from_anchor=False)),
-    "speculators-dflash2": ("speculators-dflash2", replace(TINY_DFLASH2, sample_from_anchor=False)),
-    "speculators-dspark": ("speculators-dspark", TINY_DSPARK),
-    "dspark-native": ("dspark-native", replace(TINY_DSPARK, sample_from_anchor=None)),
-    "open-spec": ("open-spec", replace(TINY, sample_from_anchor=False)),
+# name -> (dialect, draft, block_size_location); the z-lab DFlash example states B in both places.
+EXAMPLES: dict[str, tuple[str, DraftSpec, str]] = {
+    "zlab-dflash": ("zlab-dflash", replace(TINY, sample_from_anchor=False), "both"),
+    "zlab-dflash2": ("zlab-dflash2", replace(TINY_DFLASH2, sample_from_anchor=False), "dflash_config"),
+    "zlab-dflash2-anchor-first": (
+        "zlab-dflash2",
+        replace(TINY_DFLASH2, block_size=7, sample_from_anchor=True),
+        "dflash_config",
+    ),
+    "speculators-dflash": ("speculators-dflash", replace(TINY, sample_from_anchor=False), "dflash_config"),
+    "speculators-dflash2": ("speculators-dflash2", replace(TINY_DFLASH2, sample_from_anchor=False), "dflash_config"),
+    "speculators-dspark": ("speculators-dspark", TINY_DSPARK, "dflash_config"),
+    "dspark-native": ("dspark-native", replace(TINY_DSPARK, sample_from_anchor=None), "dflash_config"),
+    "open-spec": ("open-spec", replace(TINY, sample_from_anchor=False), "dflash_config"),
 }
 
 
 def write_examples(root: Path) -> list[Path]:
     written = []
-    for name, (dialect, spec) in EXAMPLES.items():
-        location = "both" if dialect == "zlab-dflash" else "dflash_config"
+    for name, (dialect, spec, location) in EXAMPLES.items():
         written.append(write_checkpoint(root / name, dialect, spec, block_size_location=location))
     legacy = make_config("speculators-dflash", replace(TINY, sample_from_anchor=None))
     legacy["speculators_config"]["proposal_methods"][0]["speculative_tokens"] = TINY.block_size

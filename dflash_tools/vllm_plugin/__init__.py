@@ -1,4 +1,4 @@
-"""vLLM general plugin: serve anchor-first DFlash / DFlash2 drafts on stock vLLM 0.33.0 and 0.34.0.
+"""vLLM general plugin: serve anchor-first DFlash / DFlash2 drafts on the stock vLLM releases it knows.
 
 Registered as `dflash_tools = dflash_tools.vllm_plugin:register` in the `vllm.general_plugins`
 entry-point group, so vLLM calls `register()` in every process it starts (front end, engine core,
@@ -8,18 +8,18 @@ Because an installed plugin runs in *every* vLLM process on the machine, it is c
 
 - On a vLLM whose own code serves anchor-first DFlash drafts (`fingerprints.native_evidence`,
   read from the code, not the version) it does nothing.
-- On any vLLM other than a release it was written against, or whose fingerprinted functions'
-  source differs from that release's table (`sites_v0_33.py`, `sites_v0_34.py`), it applies
-  nothing of the change: it logs why, and fails the process only when the launcher asked for it
+- On any vLLM other than a release it was written against (an engine table that names its
+  module in `releases/`), or whose fingerprinted functions' source differs from that module's
+  `SITES`, it applies nothing of the change: it logs why, and fails the process only when the launcher asked for it
   (`DFLASH_TOOLS_REQUIRE_PLUGIN=1`), so unrelated vLLM use is never broken by an upgrade. Where
   the V1 runner still exists it installs one guard, version-tolerant: V1 refuses anchor-first
   DFlash drafts (`patch.install_v1_refusal`), because stock V1 would otherwise serve them in the
   bonus-anchor layout without an error. Without V1 (0.34.0 on), the V2 runner refuses them itself.
 - `DFLASH_TOOLS_PLUGIN_DISABLE=1` leaves vLLM entirely untouched (the escape hatch), and says what
   that means for anchor-first drafts.
-- On vLLM 0.33.0 and 0.34.0 it installs that release's wrappers (`patch.apply_v0_33`,
-  `patch.apply_v0_34`); they change behaviour only for a `method="dflash"` draft whose
-  `dflash_config.sample_from_anchor` is true.
+- On a release it patches it installs that release's wrappers (`releases/v0_34.py` `apply`, ...);
+  they change behaviour only for a `method="dflash"` draft whose `dflash_config.sample_from_anchor`
+  is true.
 
 It records what it did in marker files (`markers.py`) and as `SpeculativeConfig._dflash_tools_patch`.
 Importing this module is cheap: vLLM itself is only touched inside `register()`.
@@ -82,7 +82,7 @@ def register() -> None:
 
     import vllm
 
-    from dflash_tools.vllm_plugin import patch
+    from dflash_tools.vllm_plugin import patch, releases
 
     logger = logging.getLogger("vllm.dflash_tools_plugin")
     try:
@@ -104,7 +104,7 @@ def register() -> None:
     if decision.action == "patch":
         assert decision.classification is not None
         try:
-            sites = patch.apply_patches(decision.classification)
+            sites = releases.apply_patches(decision.classification.version, decision.classification.checks)
         except patch.PluginRefused as exc:
             # Nothing half-applied matters for bonus-anchor drafts; anchor-first ones need all of it.
             decision = Decision("refuse", str(exc), decision.classification, truthy(os.environ.get(REQUIRE_ENV)))

@@ -1,19 +1,16 @@
-"""What the plugin was written against: per vLLM release, the functions it wraps or relies on and the
-sha256 of each one's source text, and how a vLLM is classified from its sources.
+"""What the plugin was written against, and how a vLLM is classified from its sources.
 
 The patch is only correct for code that behaves exactly like the code it was derived from: a
 refactor that moves the query count, renames an attribute or reorders `__init__` would make the
 wrappers silently wrong. So the plugin refuses to patch unless every site of the installed
-release's table (`sites_v0_33.py`, `sites_v0_34.py`) hashes to the recorded value. Both the
-launcher (without importing vLLM) and the plugin (inside every vLLM process) call `classify`; the
-real-vLLM test tiers check the recorded hashes against each installed release (docs/tier-vllm.md).
+release's table (`SITES` of its module in `releases/`) hashes to the recorded value (`site.py`).
+Both the launcher (without importing vLLM) and the plugin (inside every vLLM process) call
+`classify`; the real-vLLM test tiers check the recorded hashes against each installed release
+(docs/tier-vllm.md).
 
 A vLLM that serves anchor-first DFlash drafts itself is recognised from its code, not from its
 version (`native_evidence`): its `DFlashSpeculator.__init__` reads `sample_from_anchor` without
 refusing it, and its DFlash2 layer no longer sizes the convolution block as 1 + K.
-
-Hashes are over `sources.normalize(text)` of the function's own lines (decorators excluded), so
-they do not depend on the Python version that reads them.
 """
 
 from __future__ import annotations
@@ -24,17 +21,28 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dflash_tools.engine_rules import vllm_plugin_versions
-from dflash_tools.vllm_plugin import sites_v0_33, sites_v0_34
-from dflash_tools.vllm_plugin.site import Site
-from dflash_tools.vllm_plugin.sources import FunctionSource, SourceReader, find_function
+from dflash_tools.vllm_plugin import releases
+from dflash_tools.vllm_plugin.site import Site, SiteCheck, check_site, check_sites, find_class, find_site
+from dflash_tools.vllm_plugin.sources import SourceReader, find_function
+
+__all__ = [
+    "SUPPORTED_VERSIONS",
+    "Classification",
+    "Site",
+    "SiteCheck",
+    "check_site",
+    "check_sites",
+    "classify",
+    "find_class",
+    "find_site",
+    "has_v1_runner",
+    "native_evidence",
+    "release",
+    "sites_for",
+]
 
 SUPPORTED_VERSIONS: tuple[str, ...] = vllm_plugin_versions()
-"""vLLM releases the plugin patches: the engine tables (`engine_rules/vllm_*.py`) that say so."""
-
-SITE_TABLES: dict[str, tuple[Site, ...]] = {"0.33.0": sites_v0_33.SITES, "0.34.0": sites_v0_34.SITES}
-"""Each supported release's own fingerprints (a test keeps the keys equal to SUPPORTED_VERSIONS)."""
-
-UPSTREAM_PR = "vllm-project/vllm#54154"
+"""vLLM releases the plugin patches: the engine tables (`engine_rules/vllm_*.py`) that name a plugin module."""
 
 SPECULATOR_FILE = "vllm/v1/worker/gpu/spec_decode/dflash/speculator.py"
 DFLASH2_MODEL_FILE = "vllm/model_executor/models/qwen3_dflash2.py"
@@ -43,96 +51,19 @@ STOCK_CONV_BLOCK = "block_size=1 + speculative_config.num_speculative_tokens"
 
 def release(version: str | None) -> str | None:
     """`0.34.0` from `0.34.0+cpu` (a local build label is the same release), None if absent."""
-    return version.split("+", 1)[0] if version else None
+    return releases.release(version)
 
 
 def sites_for(version: str | None) -> tuple[Site, ...]:
     """The site table of a supported release, or () for any other."""
-    return SITE_TABLES.get(release(version) or "", ())
-
-
-def all_sites() -> tuple[Site, ...]:
-    """Every site of every supported release (for reading the files a tree must hold)."""
-    return tuple(site for table in SITE_TABLES.values() for site in table)
-
-
-def find_class(module_text: str, qualname: str) -> FunctionSource | None:
-    """A top-level class's whole text (decorators excluded), like `find_function` for functions."""
-    try:
-        tree = ast.parse(module_text)
-    except SyntaxError:
-        return None
-    for node in tree.body:
-        if isinstance(node, ast.ClassDef) and node.name == qualname:
-            lines = module_text.splitlines()
-            end = node.end_lineno or node.lineno
-            first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
-            text = "\n".join(lines[node.lineno - 1 : end])
-            return FunctionSource(qualname=qualname, text=text, first_line=first, def_line=node.lineno, last_line=end)
-    return None
-
-
-def find_site(text: str, site: Site) -> FunctionSource | None:
-    return find_class(text, site.qualname) if site.kind == "class" else find_function(text, site.qualname)
-
-
-@dataclass(frozen=True)
-class SiteCheck:
-    site: Site
-    status: str  # "match" | "changed" | "missing-file" | "missing-function"
-    sha256: str | None = None
-    missing_text: tuple[str, ...] = ()
-    location: FunctionSource | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.status == "match"
-
-    def describe(self) -> str:
-        where = f"{self.site.path}:{self.site.qualname}"
-        if self.status == "missing-file":
-            return f"{where}: file not found"
-        if self.status == "missing-function":
-            return f"{where}: function not found"
-        if self.status == "changed":
-            extra = f" (no longer contains {self.missing_text[0]!r})" if self.missing_text else ""
-            return f"{where}: source differs from the release's{extra}"
-        return f"{where}: matches"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "key": self.site.key,
-            "path": self.site.path,
-            "qualname": self.site.qualname,
-            "patched": self.site.patched,
-            "status": self.status,
-            "expected_sha256": self.site.sha256,
-            "sha256": self.sha256,
-            "line": self.location.def_line if self.location else None,
-        }
-
-
-def check_site(site: Site, reader: SourceReader) -> SiteCheck:
-    text = reader(site.path)
-    if text is None:
-        return SiteCheck(site, "missing-file")
-    found = find_site(text, site)
-    if found is None:
-        return SiteCheck(site, "missing-function")
-    missing = tuple(needle for needle in site.must_contain if needle not in found.text)
-    status = "match" if found.sha256 == site.sha256 and not missing else "changed"
-    return SiteCheck(site, status, found.sha256, missing, found)
-
-
-def check_sites(reader: SourceReader, sites: tuple[Site, ...]) -> list[SiteCheck]:
-    return [check_site(site, reader) for site in sites]
+    return releases.sites_for(version)
 
 
 V1_RUNNER_FILE = "vllm/v1/worker/gpu_model_runner.py"
 
 
 def has_v1_runner(reader: SourceReader) -> bool:
-    """Whether this vLLM still ships the V1 model runner (gone in 0.34.0)."""
+    """Whether this vLLM still ships the V1 model runner (read from its files, whatever the version)."""
     return reader(V1_RUNNER_FILE) is not None
 
 

@@ -1,30 +1,22 @@
-"""The anchor-sampling change for stock vLLM 0.33.0 and 0.34.0, applied at runtime (docs/tier-vllm.md).
+"""The anchor-sampling change for stock vLLM, applied at runtime (docs/tier-vllm.md): the wrappers
+and the installers every release shares. Which sites a release wraps, and with what, is that
+release's module in `releases/` (`apply`).
 
 An anchor-first DFlash / DFlash2 draft (`dflash_config.sample_from_anchor: true`) predicts from
 every one of its K query slots, so the V2 runner must build K query positions per request, not
-1 + K. The wrappers below change exactly the sites each release's table lists and nothing else.
-On both releases:
+1 + K. The wrappers change exactly the sites each release's table lists and nothing else:
 
-- `DFlashSpeculator.__init__`: instead of raising, run with `num_query_per_req = K` and
-  `sample_from_anchor = True` (the input kernel already implements both layouts).
-- `DFlash2Qwen3DecoderLayer.__init__`: the grouped convolution block is the per-request query
-  count, K for an anchor-first draft.
-
-On 0.33.0 (`apply_v0_33`), where the sizing lives in the generic configs:
-
-- `VllmConfig.num_lookahead_tokens`: K lookahead slots instead of K + 1 (the draft-pass budget
-  divides by it).
-- `VllmConfig._get_v1_model_runner_unsupported_features` and `DFlashProposer.__init__`: the V1
-  runner hard-codes the bonus-anchor layout, so it refuses instead of drafting wrongly.
-- `SpeculativeConfig.compute_hash`: the layout and K join the compile-cache key, because the
-  DFlash2 convolution block is a constant of the compiled graph.
-
-On 0.34.0 (`apply_v0_34`), where each method's config class owns the sizing and there is no V1:
-
-- `DFlashSpeculatorConfig.num_lookahead_tokens`: K instead of K + 1 (its `max_num_draft_seqs`
-  divides by it; DFlash2's config inherits both).
-- `DFlashSpeculatorConfig.hash_factors` (inherited from `SpeculatorConfig`, empty): the layout
-  and K for an anchor-first draft, so the compile-cache key differs; bonus drafts keep [].
+- the speculator's constructor (`wrap_speculator_init`): instead of raising, run with
+  `num_query_per_req = K` and `sample_from_anchor = True` (the input kernel already implements
+  both layouts);
+- the DFlash2 decoder layer's constructor (`wrap_dflash2_layer_init`): the grouped convolution
+  block is the per-request query count, K for an anchor-first draft;
+- the lookahead (`wrap_num_lookahead_tokens`): K slots instead of K + 1 (the draft-pass budget
+  divides by it), on whichever config owns it in the release;
+- the compile-cache key (`wrap_compute_hash`, `wrap_hash_factors`): the layout and K join it,
+  because the DFlash2 convolution block is a constant of the compiled graph;
+- where the V1 runner still ships (`wrap_v1_unsupported_features`, `wrap_v1_proposer_init`):
+  V1 hard-codes the bonus-anchor layout, so it refuses instead of drafting wrongly.
 
 Every wrapper acts only for a `method="dflash"` draft whose `dflash_config.sample_from_anchor` is
 true and that is neither XPress nor LiLiCorr (both trained bonus-anchor, both refuse anchor mode
@@ -45,8 +37,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from dflash_tools.vllm_plugin.fingerprints import Classification, SiteCheck
 from dflash_tools.vllm_plugin.markers import write_marker
+from dflash_tools.vllm_plugin.site import SiteCheck
 
 # A child of vLLM's logger, so its lines land wherever vLLM's logging configuration sends them.
 logger = logging.getLogger("vllm.dflash_tools_plugin")
@@ -130,8 +122,8 @@ def wrap_num_lookahead_tokens(
     original_fget: Callable[[Any], int], speculative_config_attr: str = "speculative_config"
 ) -> Callable[[Any], int]:
     """K lookahead slots for an anchor-first draft. The owner holds the speculative config under
-    `speculative_config_attr`: `VllmConfig.speculative_config` on 0.33.0,
-    `DFlashSpeculatorConfig.spec_config` on 0.34.0."""
+    `speculative_config_attr` (`VllmConfig.speculative_config`, or a method's config class's
+    `spec_config`, depending on the release)."""
 
     def num_lookahead_tokens(self: Any) -> int:
         speculative_config = getattr(self, speculative_config_attr, None)
@@ -143,7 +135,7 @@ def wrap_num_lookahead_tokens(
 
 
 def wrap_hash_factors(original: Callable[[Any], list[Any]]) -> Callable[[Any], list[Any]]:
-    """0.34.0: the speculator config's compile-hash factors gain the layout and K for an
+    """Where a speculator config owns the compile-hash factors: they gain the layout and K for an
     anchor-first draft; a bonus draft gets exactly what the original returns."""
 
     def hash_factors(self: Any) -> list[Any]:
@@ -259,7 +251,7 @@ def wrap_v1_proposer_init(original: Callable[..., None], refusal: str = V1_PROPO
 # --- installing them -------------------------------------------------------------------------
 
 
-def _check_live(function: Any, check: SiteCheck) -> None:
+def check_live(function: Any, check: SiteCheck) -> None:
     """The object about to be wrapped is the function that was fingerprinted, not a replacement."""
     code = getattr(function, "__code__", None)
     location = check.location
@@ -276,17 +268,17 @@ def _check_live(function: Any, check: SiteCheck) -> None:
         )
 
 
-def _replace_method(owner: type, name: str, check: SiteCheck, wrapper: Callable[[Any], Any]) -> None:
+def replace_method(owner: type, name: str, check: SiteCheck, wrapper: Callable[[Any], Any]) -> None:
     original = owner.__dict__[name]
-    _check_live(original, check)
+    check_live(original, check)
     setattr(owner, name, wrapper(original))
 
 
-def _replace_property(owner: type, name: str, check: SiteCheck, wrapper: Callable[[Any], Any]) -> None:
+def replace_property(owner: type, name: str, check: SiteCheck, wrapper: Callable[[Any], Any]) -> None:
     prop = owner.__dict__[name]
     if not isinstance(prop, property) or prop.fget is None:
         raise PluginRefused(f"{check.site.qualname} is not a property")
-    _check_live(prop.fget, check)
+    check_live(prop.fget, check)
     setattr(owner, name, property(wrapper(prop.fget), prop.fset, prop.fdel, prop.__doc__))
 
 
@@ -341,7 +333,7 @@ class _PatchingLoader(importlib.abc.Loader):
 _finder: _PatchOnImport | None = None
 
 
-def _when_imported(module_name: str, callback: Callable[[ModuleType], None]) -> None:
+def when_imported(module_name: str, callback: Callable[[ModuleType], None]) -> None:
     global _finder
     if module_name in sys.modules:
         callback(sys.modules[module_name])
@@ -379,19 +371,19 @@ def _guarded(check: SiteCheck, apply: Callable[[ModuleType], None]) -> Callable[
     return callback
 
 
-def _defer_constructors(checks: dict[str, SiteCheck], v1_proposer: bool) -> None:
+def defer_constructors(checks: dict[str, SiteCheck], v1_proposer: bool) -> None:
     """The speculator and model constructors, patched when vLLM imports their modules."""
 
     def speculator(module: ModuleType) -> None:
-        _replace_method(module.DFlashSpeculator, "__init__", checks["dflash_speculator_init"], wrap_speculator_init)
+        replace_method(module.DFlashSpeculator, "__init__", checks["dflash_speculator_init"], wrap_speculator_init)
 
     def dflash2_model(module: ModuleType) -> None:
-        _replace_method(
+        replace_method(
             module.DFlash2Qwen3DecoderLayer, "__init__", checks["dflash2_decoder_layer_init"], wrap_dflash2_layer_init
         )
 
     def proposer(module: ModuleType) -> None:
-        _replace_method(module.DFlashProposer, "__init__", checks["v1_dflash_proposer_init"], wrap_v1_proposer_init)
+        replace_method(module.DFlashProposer, "__init__", checks["v1_dflash_proposer_init"], wrap_v1_proposer_init)
 
     deferred: dict[str, Callable[[ModuleType], None]] = {
         "dflash_speculator_init": speculator,
@@ -400,56 +392,7 @@ def _defer_constructors(checks: dict[str, SiteCheck], v1_proposer: bool) -> None
     if v1_proposer:
         deferred["v1_dflash_proposer_init"] = proposer
     for key, apply in deferred.items():
-        _when_imported(checks[key].site.module, _guarded(checks[key], apply))
-
-
-def apply_v0_33(checks: dict[str, SiteCheck]) -> None:
-    from vllm.config.speculative import SpeculativeConfig
-    from vllm.config.vllm import VllmConfig
-
-    _replace_method(SpeculativeConfig, "compute_hash", checks["speculative_compute_hash"], wrap_compute_hash)
-    _replace_property(VllmConfig, "num_lookahead_tokens", checks["num_lookahead_tokens"], wrap_num_lookahead_tokens)
-    _replace_method(
-        VllmConfig,
-        "_get_v1_model_runner_unsupported_features",
-        checks["v1_unsupported_features"],
-        wrap_v1_unsupported_features,
-    )
-    _defer_constructors(checks, v1_proposer=True)
-
-
-def apply_v0_34(checks: dict[str, SiteCheck]) -> None:
-    # A config module: vLLM imports it in every process anyway, and it imports no speculator
-    # (vllm/v1/worker/gpu/spec_decode/speculator_config.py says so), so importing it here is cheap.
-    from vllm.v1.worker.gpu.spec_decode.dflash.config import DFlashSpeculatorConfig
-
-    def lookahead(fget: Callable[[Any], int]) -> Callable[[Any], int]:
-        return wrap_num_lookahead_tokens(fget, "spec_config")
-
-    _replace_property(
-        DFlashSpeculatorConfig, "num_lookahead_tokens", checks["dflash_config_num_lookahead_tokens"], lookahead
-    )
-    # DFlashSpeculatorConfig inherits hash_factors (its fingerprinted class body defines none):
-    # the wrapper of the inherited function goes on the DFlash class, so only DFlash and DFlash2
-    # configs see it.
-    inherited = DFlashSpeculatorConfig.hash_factors
-    _check_live(inherited, checks["speculator_config_hash_factors"])
-    DFlashSpeculatorConfig.hash_factors = wrap_hash_factors(inherited)
-    _defer_constructors(checks, v1_proposer=False)
-
-
-APPLY: dict[str, Callable[[dict[str, SiteCheck]], None]] = {"0.33.0": apply_v0_33, "0.34.0": apply_v0_34}
-
-
-def apply_patches(classification: Classification) -> list[str]:
-    """Install every wrapper of the classified release (config sites now, model and runner sites
-    when vLLM imports them); returns the keys of the patched sites."""
-    apply = APPLY.get(classification.release or "")
-    if apply is None:
-        raise PluginRefused(f"no patch route for vLLM {classification.version}")
-    checks = {check.site.key: check for check in classification.checks}
-    apply(checks)
-    return [check.site.key for check in classification.checks if check.site.patched]
+        when_imported(checks[key].site.module, _guarded(checks[key], apply))
 
 
 # --- the V1 refusal alone, for a vLLM the plugin does not patch -------------------------------
@@ -472,7 +415,7 @@ def _refusable(function: Any) -> bool:
 def install_v1_refusal(reason: str) -> list[str]:
     """Make the V1 runner refuse anchor-first DFlash drafts, on any vLLM that has the hook points.
 
-    Stock V1 (0.33.0 and earlier) does not read `sample_from_anchor`: it accepts an anchor-first
+    Stock V1 (as long as vLLM shipped it) does not read `sample_from_anchor`: it accepts an anchor-first
     DFlash draft and drafts it in the bonus-anchor layout without an error, so acceptance
     collapses while the output stays correct. Whenever the full change is not applied (unknown
     release, changed source, a wrapper that could not be installed), this guard is installed
@@ -513,6 +456,6 @@ def install_v1_refusal(reason: str) -> list[str]:
             elif proposer is None:
                 logger.warning("dflash-tools plugin: %s has no DFlashProposer to guard", V1_PROPOSER_MODULE)
 
-        _when_imported(V1_PROPOSER_MODULE, guard_proposer)
+        when_imported(V1_PROPOSER_MODULE, guard_proposer)
         found.append("v1_dflash_proposer_init")
     return found

@@ -4,7 +4,9 @@ is split.
 Each command runs in a child process whose stdout is a pty sized with TIOCSWINSZ (no COLUMNS in
 the environment), as in a terminal; colour stays on and is stripped here. The tokens that must
 appear whole on one line come from the same command's JSON document, not from constants: every
-source name, every number the summary shows, every finding code and every fix command.
+source name, every number the summary shows, every finding code and every fix command. A command
+line wider than the terminal continues on the next line after ` \\`, between two words: joined
+back as a shell joins them (`shell_joined`), it is the command, byte for byte.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import os
 import pty
 import re
 import select
+import shlex
 import shutil
 import struct
 import subprocess
@@ -87,9 +90,36 @@ def json_of(args: list[str], cwd: Path) -> object:
     return json.loads(result.stdout)
 
 
+def shell_joined(lines: list[str]) -> list[str]:
+    """The lines as a shell reads them: one ending in ` \\` goes on with the next, whose indent is
+    a word separator only; commented-out command lines (`# ...`) are joined the same way."""
+    out: list[str] = []
+    pending: str | None = None
+    for line in lines:
+        if pending is not None:
+            continued = line[2:] if pending.startswith("# ") and line.startswith("# ") else line
+            line = pending + " " + continued.strip()
+            pending = None
+        if line.endswith(" \\"):
+            pending = line[:-2]
+            continue
+        out.append(line)
+    if pending is not None:
+        out.append(pending)
+    return out
+
+
 def assert_whole(lines: list[str], tokens: set[str], columns: int) -> None:
     missing = sorted(token for token in tokens if not any(token in line for line in lines))
     assert not missing, f"split or missing at {columns} columns: {missing}\n" + "\n".join(lines)
+
+
+def one_word(text: str) -> bool:
+    """Whether `text` is a single word to a shell (a quoted JSON with spaces inside is one)."""
+    try:
+        return len(shlex.split(text)) == 1
+    except ValueError:
+        return " " not in text
 
 
 def assert_fits(lines: list[str], columns: int, allowed: set[str]) -> None:
@@ -97,16 +127,17 @@ def assert_fits(lines: list[str], columns: int, allowed: set[str]) -> None:
     for line in lines:
         if len(line) <= columns:
             continue
-        stripped = line.strip()
-        assert stripped in allowed or " " not in stripped or any(stripped.endswith(a) for a in allowed), (
+        stripped = line.strip().removeprefix("# ").removesuffix(" \\").strip()
+        assert stripped in allowed or one_word(stripped) or any(stripped.endswith(a) for a in allowed), (
             f"{len(line)} > {columns}: {line!r}"
         )
 
 
 def assert_fixes_carried(lines: list[str], fixes: set[str]) -> set[str]:
     """Every hint's command is carried whole by a printed line of its own (converts of one source
-    into one folder share one line with the union of their flags); returns those lines."""
-    fix_lines = {line for line in lines if line.startswith("dflash-tools ")}
+    into one folder share one line with the union of their flags), continued with ` \\` where it is
+    wider than the terminal; returns those lines, joined as a shell joins them."""
+    fix_lines = {line for line in shell_joined(lines) if line.startswith("dflash-tools ")}
     for command in fixes:
         words = command.split()
         assert any(line.split()[:5] == words[:5] and set(words) <= set(line.split()) for line in fix_lines), (
@@ -157,8 +188,10 @@ def test_one_source_with_fixes(columns: int, source: str, tmp_path: Path) -> Non
     tokens.add(f"{report['tensors']['parameters']:,} params")
     assert_whole(lines, tokens, columns)
     # Each fix command is a line of its own, whole, with nothing around it to copy by mistake;
-    # converts of one source into one folder stand as one line carrying every hint's flags.
-    assert_fits(lines, columns, assert_fixes_carried(lines, fixes))
+    # converts of one source into one folder stand as one line carrying every hint's flags; every
+    # line of it fits the terminal (the command continues with ` \\` between words).
+    assert_fixes_carried(lines, fixes)
+    assert_fits(lines, columns, set())
     # The verdict is the first line and the last one.
     verdict = "OK" if report["ok"] else "FAIL"
     non_empty = [line for line in lines if line.strip()]
@@ -173,7 +206,7 @@ def test_smoke_test_dry_run_plan(columns: int, tmp_path: Path) -> None:
     args = [
         "smoke-test",
         "--dry-run",
-        "--engine",
+        "--runtime",
         "torch",
         "-t",
         "example:engine-demo/target",
@@ -229,10 +262,26 @@ def test_plan_launch_lines_and_numbers(columns: int, tmp_path: Path) -> None:
             for finding in engine["findings"]:
                 tokens |= set(re.findall(r"--[\w-]+ \d+", finding["hint"]))
     assert len(commands) == 5  # two vLLM releases for each draft, SGLang for the bonus one only
-    printed = [line for line in lines if line.startswith(("vllm ", "python ", "DFLASH_TOOLS_", "VLLM_"))]
-    assert printed == commands, "\n".join(lines)
+    programs = ("vllm ", "python ", "DFLASH_TOOLS_", "VLLM_")
+    joined = shell_joined(lines)
+    runnable = [line for line in joined if line.startswith(programs)]
+    commented = [line[2:] for line in joined if line.startswith(tuple("# " + p for p in programs))]
+    # Every launch line is printed whole, in order: runnable, or commented out where the plan or
+    # its engine has an error (no pasteable line then).
+    assert sorted(runnable + commented) == sorted(commands), "\n".join(lines)
+    expected_commented = [
+        engine["launch_command"]
+        for plan in document["plans"]
+        for engine in plan["engines"].values()
+        if engine["launch_command"]
+        and (
+            any(f["severity"] == "error" for f in plan["findings"])
+            or any(f["severity"] == "error" for f in engine["findings"])
+        )
+    ]
+    assert sorted(commented) == sorted(expected_commented), "\n".join(lines)
     assert_whole(lines, tokens, columns)
-    assert_fits(lines, columns, set(commands))
+    assert_fits(lines, columns, set())
 
 
 @pytest.mark.parametrize("columns", WIDTHS)
@@ -241,7 +290,7 @@ def test_smoke_test_results_and_log_paths(columns: int, tmp_path: Path) -> None:
     work = tmp_path / "work"
     args = [
         "smoke-test",
-        "--engine",
+        "--runtime",
         "torch",
         "--device",
         "cpu",
@@ -369,7 +418,9 @@ def test_a_path_longer_than_the_terminal_stands_whole_on_its_own_line(tmp_path: 
     report = json_of(["inspect", str(deep)], tmp_path)
     assert isinstance(report, dict)
     assert str(deep) in lines, "the path is not a line of its own"
-    assert_fits(lines, 80, finding_tokens(report)[1])
+    # The fix command names the folder too: that word on a line of its own, the command whole.
+    assert_fixes_carried(lines, finding_tokens(report)[1])
+    assert_fits(lines, 80, set())
 
 
 @pytest.mark.parametrize("columns", WIDTHS)

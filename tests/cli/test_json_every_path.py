@@ -40,7 +40,7 @@ FAILURES = [
     (["smoke-test", "-d", "example:zlab-dflash2"], 2, "usage"),
     (["smoke-test", "-t", "./no-target", "-d", "example:zlab-dflash2", "--dry-run"], 2, "source"),
     (["smoke-test", "-t", "nobody/no-target", "-d", "example:zlab-dflash2", "--dry-run"], 2, "source"),
-    (["smoke-test", "--engine", "warp-drive", "-t", "example:tiny-target", "-d", "example:zlab-dflash2"], 2, "usage"),
+    (["smoke-test", "--runtime", "warp-drive", "-t", "example:tiny-target", "-d", "example:zlab-dflash2"], 2, "usage"),
     (["smoke-test", "--preset", "no-such-preset"], 2, None),
     (["smoke-test", "--server", "http://127.0.0.1:9", "-d", "a", "-d", "b"], 2, "usage"),
     (["smoke-test", "--max-tokens", "zero", "-t", "x", "-d", "y"], 2, "usage"),

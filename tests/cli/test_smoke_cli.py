@@ -82,7 +82,7 @@ def base_args(setup: dict[str, str], *extra: str) -> list[str]:
 
 def test_dry_run_json_plan(setup: dict[str, str]) -> None:
     code, out, err = invoke(
-        *base_args(setup, "--engine", "vllm", "--dry-run", "--format", "json", "--max-tokens", "16")
+        *base_args(setup, "--runtime", "vllm", "--dry-run", "--format", "json", "--max-tokens", "16")
     )
     assert code == 0, err
     document = json.loads(out)
@@ -131,7 +131,7 @@ def test_dry_run_without_vllm_or_torch_installed(setup: dict[str, str]) -> None:
 
 
 def test_dry_run_human_plan(setup: dict[str, str]) -> None:
-    code, out, _ = invoke(*base_args(setup, "--engine", "vllm", "--dry-run", "--compare-layouts"))
+    code, out, _ = invoke(*base_args(setup, "--runtime", "vllm", "--dry-run", "--compare-layouts"))
     assert code == 0
     assert "launch plan" in out and "VLLM_USE_V2_MODEL_RUNNER=1" in out
     assert "[flipped: anchor-first]" in out and "[flipped: bonus-anchor]" in out
@@ -139,13 +139,13 @@ def test_dry_run_human_plan(setup: dict[str, str]) -> None:
 
 
 def test_dry_run_exit_codes_for_refusals(setup: dict[str, str], tmp_path: Path) -> None:
-    code, out, _ = invoke(*base_args(setup, "--engine", "vllm", "--dry-run", "-k", "5", "--json"))
+    code, out, _ = invoke(*base_args(setup, "--runtime", "vllm", "--dry-run", "-k", "5", "--json"))
     assert code == 1  # DFT013: a DFlash2 draft at K != K_max is the checkpoint's error
     assert {d["verdict"]["status"] for d in json.loads(out)["drafts"]} == {"refused"}
-    code, _, _ = invoke(*base_args(setup, "--engine", "vllm", "--dry-run", "-k", "5", "--force"))
+    code, _, _ = invoke(*base_args(setup, "--runtime", "vllm", "--dry-run", "-k", "5", "--force"))
     assert code == 0
     code, out, _ = invoke(
-        *base_args(setup, "--engine", "vllm", "--dry-run", "--env", "VLLM_USE_V2_MODEL_RUNNER=0", "--json")
+        *base_args(setup, "--runtime", "vllm", "--dry-run", "--env", "VLLM_USE_V2_MODEL_RUNNER=0", "--json")
     )
     assert code == 2  # a setup that cannot serve DFlash2 at all
     assert json.loads(out)["drafts"][0]["refusal"]["kind"] == "setup"
@@ -183,7 +183,7 @@ def test_the_motivating_preset_resolves(hub: HubServer) -> None:
     hub.add_repo(
         "DaoCloud/Qwen3.8-27B-DFlash2-Exp", {"config.json": config("zlab-dflash2", testing.QWEN38_27B_DFLASH2_ANCHOR)}
     )
-    code, out, err = invoke("--preset", "qwen3.8-27b-dflash2", "--engine", "vllm", "--dry-run", "--json")
+    code, out, err = invoke("--preset", "qwen3.8-27b-dflash2", "--runtime", "vllm", "--dry-run", "--json")
     assert code == 0, err
     document = json.loads(out)
     runs = [
@@ -223,7 +223,7 @@ def run_json(*args: str, env: dict[str, str] | None = None) -> tuple[int, dict[s
 def test_full_run_passes(setup: dict[str, str], fake_child: None, tmp_path: Path) -> None:
     work = tmp_path / "work"
     code, document, err = run_json(
-        *base_args(setup, "--engine", "vllm", "--output-dir", str(work)), env={"FAKE_CHILD_ACCEPTED": "1,1,1,1,1,0,0"}
+        *base_args(setup, "--runtime", "vllm", "--output-dir", str(work)), env={"FAKE_CHILD_ACCEPTED": "1,1,1,1,1,0,0"}
     )
     assert code == 0, err
     assert document["mode"] == "offline" and document["work_dir"] == str(work)
@@ -250,7 +250,7 @@ def test_full_run_passes(setup: dict[str, str], fake_child: None, tmp_path: Path
 
 
 def test_full_run_human_output(setup: dict[str, str], fake_child: None) -> None:
-    code, out, err = invoke(*base_args(setup, "--engine", "vllm"), env={"FAKE_CHILD_ACCEPTED": "1,1,1,1,0,0,0"})
+    code, out, err = invoke(*base_args(setup, "--runtime", "vllm"), env={"FAKE_CHILD_ACCEPTED": "1,1,1,1,0,0,0"})
     assert code == 0, err
     assert "results" in out and "mean acceptance length" in out and "5.00" in out
     assert "acceptance per draft position" in out
@@ -263,18 +263,18 @@ def test_full_run_human_output(setup: dict[str, str], fake_child: None) -> None:
 
 def test_failures(setup: dict[str, str], fake_child: None) -> None:
     code, document, _ = run_json(
-        *base_args(setup, "--engine", "vllm", "--floor", "3"), env={"FAKE_CHILD_ACCEPTED": "1,0,0,0,0,0,0"}
+        *base_args(setup, "--runtime", "vllm", "--floor", "3"), env={"FAKE_CHILD_ACCEPTED": "1,0,0,0,0,0,0"}
     )
     assert code == 1
     assert document["drafts"][0]["verdict"]["reasons"] == ["mean acceptance length 2.00 is below the floor 3.00"]
-    code, document, _ = run_json(*base_args(setup, "--engine", "vllm"), env={"FAKE_CHILD_ACCEPTED": "0,1,1,0,0,0,0"})
+    code, document, _ = run_json(*base_args(setup, "--runtime", "vllm"), env={"FAKE_CHILD_ACCEPTED": "0,1,1,0,0,0,0"})
     assert code == 1
     assert document["drafts"][0]["verdict"]["reasons"] == ["position-0 acceptance 0.00 is below 0.30"]
-    code, document, _ = run_json(*base_args(setup, "--engine", "vllm"), env={"FAKE_CHILD_MODE": "crash"})
+    code, document, _ = run_json(*base_args(setup, "--runtime", "vllm"), env={"FAKE_CHILD_MODE": "crash"})
     assert code == 1
     assert [d["verdict"]["status"] for d in document["drafts"]] == ["error", "error"]
     assert "exited with code 3" in document["drafts"][0]["verdict"]["reasons"][0]
-    code, document, _ = run_json(*base_args(setup, "--engine", "vllm"), env={"FAKE_CHILD_MODE": "wrong-q"})
+    code, document, _ = run_json(*base_args(setup, "--runtime", "vllm"), env={"FAKE_CHILD_MODE": "wrong-q"})
     assert code == 1
     assert document["drafts"][1]["verdict"]["reasons"] == [
         "the engine ran 8 query positions per request, the anchor-first layout needs 7"
@@ -284,7 +284,7 @@ def test_failures(setup: dict[str, str], fake_child: None) -> None:
 def test_an_engine_error_is_printed_once(setup: dict[str, str], fake_child: None) -> None:
     """The verdict carries the engine's error (at the end); the first verdict line and the progress
     line on stderr only point to it. JSON: the progress line is the only human-readable copy."""
-    args = ["-t", setup["target"], "-d", setup["bonus"], "--prompts", setup["prompts"], "--engine", "vllm"]
+    args = ["-t", setup["target"], "-d", setup["bonus"], "--prompts", setup["prompts"], "--runtime", "vllm"]
     message = "sample_from_anchor=True is not supported for DFlash"
     code, out, err = invoke(*args, env={"FAKE_CHILD_MODE": "error"})
     assert code == 1
@@ -300,7 +300,7 @@ def test_an_engine_error_is_printed_once(setup: dict[str, str], fake_child: None
 def test_a_target_without_weights_is_refused_at_plan_time(mode: str, setup: dict[str, str]) -> None:
     """example:tiny-target is config only: the dry run used to say PLANNED and the real run fail in
     transformers. Both are refused before any engine starts, naming a bundled target that runs."""
-    args = ["-t", "example:tiny-target", "-d", "example:zlab-dflash2", "--engine", "torch", mode]
+    args = ["-t", "example:tiny-target", "-d", "example:zlab-dflash2", "--runtime", "torch", mode]
     code, out, err = invoke(*args)
     assert code == 2 and out == ""
     assert err.count("config only, no weights") == 1
@@ -311,18 +311,18 @@ def test_a_target_without_weights_is_refused_at_plan_time(mode: str, setup: dict
     config_only = Path(setup["dir"]) / "config-only"
     config_only.mkdir()
     shutil.copy(Path(setup["target"]) / "config.json", config_only / "config.json")
-    code, _, err = invoke("-t", str(config_only), "-d", setup["bonus"], "--engine", "torch", mode)
+    code, _, err = invoke("-t", str(config_only), "-d", setup["bonus"], "--runtime", "torch", mode)
     assert code == 2 and "config only, no weights" in err
 
 
 def test_token_mismatch_is_a_warning_unless_required(setup: dict[str, str], fake_child: None) -> None:
-    code, document, _ = run_json(*base_args(setup, "--engine", "vllm"), env={"FAKE_CHILD_MISMATCH": "1"})
+    code, document, _ = run_json(*base_args(setup, "--runtime", "vllm"), env={"FAKE_CHILD_MISMATCH": "1"})
     assert code == 0
     run = document["drafts"][0]["runs"][0]
     assert run["token_identity"]["first_mismatch"] == {"prompt": 0, "position": 3}
     assert run["verdict"]["warnings"] == ["greedy output differs from the target alone in 1 of 3 prompt(s)"]
     code, _, _ = run_json(
-        *base_args(setup, "--engine", "vllm", "--require-identical"), env={"FAKE_CHILD_MISMATCH": "1"}
+        *base_args(setup, "--runtime", "vllm", "--require-identical"), env={"FAKE_CHILD_MISMATCH": "1"}
     )
     assert code == 1
 
@@ -335,7 +335,7 @@ def test_compare_layouts(setup: dict[str, str], fake_child: None) -> None:
         setup["bonus"],
         "--prompts",
         setup["prompts"],
-        "--engine",
+        "--runtime",
         "vllm",
         "--compare-layouts",
     ]
@@ -364,7 +364,7 @@ def test_plugin_required_run_records_the_marker(setup: dict[str, str], fake_chil
         setup["anchor"],
         "--prompts",
         setup["prompts"],
-        "--engine",
+        "--runtime",
         "vllm",
         "--output-dir",
         str(tmp_path / "w"),
@@ -379,15 +379,15 @@ def test_plugin_required_run_records_the_marker(setup: dict[str, str], fake_chil
 
 def test_engine_not_installed_is_a_setup_error(setup: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(CHILD_COMMAND_ENV, raising=False)
-    code, _, err = invoke(*base_args(setup, "--engine", "vllm"))
+    code, _, err = invoke(*base_args(setup, "--runtime", "vllm"))
     assert code == 2
     assert "the vllm engine is not installed" in err and "pip install '.[vllm]'" in err
 
 
 def test_usage_errors(setup: dict[str, str], tmp_path: Path) -> None:
-    code, _, err = invoke(*base_args(setup, "--engine", "tensorrt"))
+    code, _, err = invoke(*base_args(setup, "--runtime", "tensorrt"))
     # The parser refuses it and names the choices (they are also in --help).
-    assert code == 2 and "'--engine'" in err and "'tensorrt' is not one of 'auto', 'vllm', 'torch'" in err
+    assert code == 2 and "'--runtime'" in err and "'tensorrt' is not one of 'auto', 'vllm', 'torch'" in err
     code, _, err = invoke(*base_args(setup, "--engine-arg", "novalue", "--dry-run"))
     assert code == 2 and "expected KEY=VALUE" in err
     code, _, err = invoke("--preset", "no-such-preset", "--dry-run")
@@ -435,7 +435,7 @@ def test_preset_values_and_cli_overrides(setup: dict[str, str], tmp_path: Path) 
     code, out, err = invoke(
         "--preset",
         str(preset),
-        "--engine",
+        "--runtime",
         "vllm",
         "--dry-run",
         "--json",
@@ -445,9 +445,18 @@ def test_preset_values_and_cli_overrides(setup: dict[str, str], tmp_path: Path) 
         "enforce_eager=true",
     )
     assert code == 0, err
-    (draft,) = json.loads(out)["drafts"]
+    document = json.loads(out)
+    (draft,) = document["drafts"]
     request = draft["runs"][0]["request"]
     assert (request["max_tokens"], len(request["prompts"])) == (32, 2)
     assert request["engine_args"]["max_model_len"] == 1024 and request["engine_args"]["enforce_eager"] is True
     assert request["env"]["VLLM_LOGGING_LEVEL"] == "DEBUG"
     assert draft["floor"] == {"mean_acceptance_length": 3.5, "first_position_rate": None, "provenance": "local run"}
+    # Where each value comes from, resolved once (`smoke.options.resolve_options`).
+    sources = document["option_sources"]
+    assert {key: sources[key] for key in ("target", "drafts", "prompts", "max_tokens", "num_prompts")} == dict.fromkeys(
+        ("target", "drafts", "prompts", "max_tokens", "num_prompts"), "preset"
+    )
+    assert sources["engine_args.max_model_len"] == sources["engine_args.enforce_eager"] == "argument"
+    assert sources["env.VLLM_LOGGING_LEVEL"] == "preset" and sources["engine"] == "argument"
+    assert sources["chat"] == sources["num_speculative_tokens"] == "default"

@@ -88,13 +88,14 @@ def test_readme_lists_every_bundled_example() -> None:
 
 
 def serving_values() -> set[str]:
-    """The serving words smoke-test can print: the strings `_serving` returns, and every string
-    assigned to a `serving` field or passed as `serving=`."""
+    """The serving words smoke-test can print: the strings its wording functions return
+    (`plugin_state.smoke_serving_word`, `smoke.vllm_plan.serving_of`), and every string assigned
+    to a `serving` field or passed as `serving=`."""
     values: set[str] = set()
     for path in (ROOT / "dflash_tools").rglob("*.py"):
         tree = ast.parse(path.read_text(encoding="utf-8"))
         for node in ast.walk(tree):
-            if isinstance(node, ast.FunctionDef) and node.name == "_serving":
+            if isinstance(node, ast.FunctionDef) and node.name in ("smoke_serving_word", "serving_of"):
                 values |= {
                     n.value.value
                     for n in ast.walk(node)

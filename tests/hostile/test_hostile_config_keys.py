@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from dflash_tools import dialects
 from dflash_tools.cli import app
 from dflash_tools.draft import config_keys
 from tests.conftest import CheckpointFactory
@@ -107,7 +108,7 @@ def test_a_key_the_reader_also_checks_is_reported_once(make_checkpoint: Checkpoi
 
 
 def test_config_keys_doc_is_generated_from_the_table() -> None:
-    assert (ROOT / "docs" / "config-keys.md").read_text() == config_keys.render_markdown()
+    assert (ROOT / "docs" / "config-keys.md").read_text() == config_keys.render_markdown(dialects.SPECS)
     documented = (ROOT / "docs" / "config-keys.md").read_text()
     assert all(f"| `{entry.key}` |" in documented for entry in config_keys.KEYS)
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from dflash_tools.engine_rules import ENGINE_RULES
+from dflash_tools.engine_rules import ENGINE_RULES, VLLM_V2_ENV, DraftTrait
 from dflash_tools.reading.source import load_checkpoint
 from dflash_tools.serving.engine_view import inspect_for_engines
 from dflash_tools.vllm_plugin.sources import installed_package_root
@@ -119,3 +119,28 @@ def test_the_vllm_column_agrees_with_vllms_own_readers(spec: str, tmp_path: Path
         assert view["layout"] == ("anchor-first" if anchor else "bonus"), name
         checked += 1
     assert checked > 30
+
+
+@pytest.mark.parametrize("spec", [SPEC])
+def test_what_only_v2_serves_is_what_the_releases_v1_refuses(spec: str) -> None:
+    """The table's runner rules (docs/engines.md, "Drafts only the V2 model runner serves") against
+    the release: a release lists them exactly when it ships V1, each phrase V1 refuses with is in
+    the cited function, the anchor-first rule's V1 drafter hard-codes 1 + K query positions, and the
+    release reads the variable its launch line sets."""
+    sources = sources_for(spec)
+    rules = ENGINE_RULES[spec]
+    ships_v1 = sources.read("vllm/v1/worker/gpu_model_runner.py") is not None
+    assert rules.has_v1_runner is ships_v1
+    assert bool(rules.v2_only) is ships_v1
+    for rule in rules.v2_only:
+        path, _, name = rule.cite.split(";")[0].partition(": ")
+        body = function_source(sources, path, name)
+        if rule.v1_refuses:
+            assert f'"{rule.v1_refuses}"' in body, rule
+        if rule.trait is DraftTrait.ANCHOR_FIRST:
+            assert "num_query_per_req = 1 + self.num_speculative_tokens" in body, rule
+    if ships_v1:
+        assert [flag.name for flag in rules.flags("env")] == [f"{VLLM_V2_ENV}=1"]
+        assert f'"{VLLM_V2_ENV}"' in (sources.read("vllm/envs.py") or "")
+    else:
+        assert rules.flags("env") == ()

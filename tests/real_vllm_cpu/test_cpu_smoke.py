@@ -53,7 +53,7 @@ def test_the_bundled_bonus_anchor_pair_passes_sweeps_k_and_keeps_prefix_caching_
     tests below show vLLM refusing it); the same command covers it where the plugin patches vLLM.
     """
     code, document, stderr = smoke(
-        tmp_path, "--engine", "vllm", "--device", "cpu", "-k", "3,7",
+        tmp_path, "--runtime", "vllm", "--device", "cpu", "-k", "3,7",
         "-t", "example:vllm-cpu-demo/target", "-d", "example:vllm-cpu-demo/zlab-dflash", "--format", "json",
     )  # fmt: skip
     assert code == 0, stderr[-3000:]
@@ -109,7 +109,7 @@ def test_the_bundled_bonus_anchor_pair_passes_sweeps_k_and_keeps_prefix_caching_
 
 
 ANCHOR_FIRST = (
-    "--engine", "vllm", "--device", "cpu",
+    "--runtime", "vllm", "--device", "cpu",
     "-t", "example:vllm-cpu-demo/target", "-d", "example:vllm-cpu-demo/zlab-dflash-anchor-first",
     "--compare-layouts", "--num-prompts", "4", "--max-tokens", "64", "--format", "json",
     # These tests are about the layout; the prefix-caching check is the test above.
@@ -159,7 +159,7 @@ def test_a_copy_reading_other_target_layers_loses_30_percent_on_vllm(tmp_path: P
     at most 70% of the mean acceptance length (vLLM's counters, the torch engine agreeing)."""
     copy = bundles.wrong_tap_copy(bundles.VLLM_CPU_DEMO.folder / "zlab-dflash", tmp_path / "wrong-taps")
     _code, document, stderr = smoke(
-        tmp_path, "--engine", "vllm", "--device", "cpu", "-t", "example:vllm-cpu-demo/target",
+        tmp_path, "--runtime", "vllm", "--device", "cpu", "-t", "example:vllm-cpu-demo/target",
         "-d", "example:vllm-cpu-demo/zlab-dflash", "-d", str(copy), "--num-prompts", "4", "--max-tokens", "64",
         "--no-prefix-caching-check", "--format", "json",
     )  # fmt: skip

@@ -10,6 +10,7 @@ to vLLM itself.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 from pathlib import Path
@@ -20,10 +21,11 @@ from huggingface_hub import constants
 from typer.testing import CliRunner
 
 from dflash_tools.cli import app
-from dflash_tools.engine_rules import ENGINE_RULES
+from dflash_tools.engine_rules import ENGINE_RULES, latest
 from dflash_tools.reading.local import examples_dir
-from dflash_tools.serving.launch import LaunchSettings, settings_argv
-from dflash_tools.serving.plan import SERVING_RULES
+from dflash_tools.serving.launch import SERVING_SETTINGS, LaunchSettings, settings_argv
+from dflash_tools.serving.plan_model import PlanRequest
+from dflash_tools.serving.plan_rules import SERVING_RULES
 from dflash_tools.testing.targets import QWEN38_27B_STAND_IN, write_hub_cache
 
 runner = CliRunner()
@@ -238,6 +240,19 @@ def test_a_preset_line_names_the_hub_repos(offline_hub: Path) -> None:
     assert line.startswith("vllm serve Qwen/Qwen3.8-27B --speculative-config ")
     assert '"model": "z-lab/Qwen3.8-27B-DFlash2"' in line and "--gpu-memory-utilization 0.85" in line
     assert bonus["engines"]["vllm==0.34.0"]["settings"]["max_num_seqs"] == {"value": 16, "source": "preset", "note": ""}
+    # The request is resolved once, each value with where it comes from (`plan_request`).
+    from_preset = ["target", "drafts", "num_speculative_tokens", "max_num_seqs", "max_model_len"]
+    from_preset += ["gpu_memory_utilization", "dtype"]
+    assert bonus["request"]["sources"] == dict.fromkeys(from_preset, "preset")
+    assert bonus["request"]["from_preset"] == ["max_model_len", "max_num_seqs", "dtype", "gpu_memory_utilization"]
+    _, given = plan("--preset", "qwen3.8-27b-dflash2", "-k", "6", "--max-num-seqs", "8", "--engine", "vllm==0.34.0")
+    sources = given["plans"][0]["request"]["sources"]
+    assert (sources["num_speculative_tokens"], sources["max_num_seqs"], sources["dtype"]) == (
+        "given",
+        "given",
+        "preset",
+    )
+    assert given["plans"][0]["engines"]["vllm==0.34.0"]["settings"]["max_num_seqs"]["source"] == "given"
     sglang = bonus["engines"]["sglang"]["launch"]["argv"]
     assert sglang[-8:] == ["--speculative-num-draft-tokens", "8"] + [
         *("--context-length", "4096", "--max-running-requests", "16", "--dtype", "bfloat16")
@@ -340,6 +355,19 @@ def test_settings_take_each_engines_flag_and_skip_what_it_has_none_for() -> None
     ]
 
 
+def test_every_serving_setting_is_one_row_of_the_registry() -> None:
+    """`SERVING_SETTINGS` names every setting a launch line carries, the request has each, and
+    every vLLM table has a flag for each role (SGLang skips what it has none for, above)."""
+    names = {setting.name for setting in SERVING_SETTINGS}
+    assert names == {f.name for f in dataclasses.fields(LaunchSettings)} - {"draft_decode_context_parallel_size"}
+    assert names <= {f.name for f in dataclasses.fields(PlanRequest)}
+    for rules in ENGINE_RULES.values():
+        if rules.engine == "vllm":
+            assert [s.role for s in SERVING_SETTINGS if rules.flag(s.role) is None] == [], rules.spec
+    typed = LaunchSettings.from_values({"max_num_seqs": 16.0, "gpu_memory_utilization": "0.5", "other": 1})
+    assert (typed.max_num_seqs, typed.gpu_memory_utilization, typed.dtype) == (16, 0.5, None)
+
+
 # --- usage --------------------------------------------------------------------------------------
 
 
@@ -363,4 +391,5 @@ def test_usage_errors_exit_2_with_one_json_document(args: list[str], message: st
 def test_engine_vllm_names_the_installed_release_and_there_is_none() -> None:
     code, document = plan(*DEMO, "--engine", "vllm")
     assert code == 2 and "--engine vllm: no vLLM installed here" in document["error"]["message"]
-    assert document["error"]["hint"] == "name a release: --engine vllm==0.34.0"
+    newest = latest("vllm")
+    assert newest is not None and document["error"]["hint"] == f"name a release: --engine {newest.spec}"

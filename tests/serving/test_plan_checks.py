@@ -1,4 +1,4 @@
-"""The serving-plan numbers (`serving.plan_checks`) against hand computations.
+"""The serving-plan numbers (`serving.plan_checks`, `serving.plan_memory`) against hand computations.
 
 The bundled vllm-cpu-demo pair is read through the real reading layer (config.json and
 safetensors headers); its sizes are worked out here from the architecture, element by element,
@@ -8,28 +8,37 @@ shapes of a Qwen3-8B-class pair, since their weights are not in the repository.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from dflash_tools.draft.description import DraftDescription
+from dflash_tools.draft.target import TargetDescription, target_from_config
+from dflash_tools.engine_rules import latest
 from dflash_tools.errors import SourceError
 from dflash_tools.inspect import inspect_loaded
 from dflash_tools.reading.safetensors_header import TensorHeader
 from dflash_tools.reading.source import load_checkpoint
-from dflash_tools.serving import plan_checks
+from dflash_tools.serving.plan import plan_launch
 from dflash_tools.serving.plan_checks import (
     AttentionDims,
-    check_memory,
     check_tensor_parallel,
     check_token_budget,
     draft_dims,
-    kv_layout,
     padded_vocab,
     target_dims,
-    weight_bytes,
 )
+from dflash_tools.serving.plan_memory import MemoryFit, check_memory, kv_layout, weight_bytes
+from dflash_tools.serving.plan_model import PlanDraft, PlanRequest, ServingPlan
 
 DEMO_TARGET = "example:vllm-cpu-demo/target"
 DEMO_DRAFT = "example:vllm-cpu-demo/zlab-dflash"
+
+
+def demo_target() -> TargetDescription:
+    loaded = load_checkpoint(DEMO_TARGET)
+    assert loaded.config is not None
+    return target_from_config(loaded.config, DEMO_TARGET, loaded.location)
 
 
 def demo_draft_description() -> DraftDescription:
@@ -72,9 +81,7 @@ def test_budget_without_a_value_says_what_to_pass() -> None:
 
 
 def test_dimensions_of_the_demo_pair_come_from_their_configs() -> None:
-    loaded = load_checkpoint(DEMO_TARGET)
-    assert loaded.config is not None
-    target = target_dims(loaded.config, DEMO_TARGET)
+    target = target_dims(demo_target(), DEMO_TARGET)
     assert (target.num_hidden_layers, target.num_attention_heads, target.num_key_value_heads) == (4, 4, 2)
     assert (target.head_dim, target.vocab_size, target.dtype) == (64, 128, "float32")
     assert target.layer_types == ("full_attention",) * 4 and target.sliding_window is None
@@ -84,14 +91,23 @@ def test_dimensions_of_the_demo_pair_come_from_their_configs() -> None:
     assert draft.layer_types == ("full_attention",) * 2
 
 
+def _target_dims(config: dict[str, Any], name: str) -> AttentionDims:
+    return target_dims(target_from_config(config, name, f"/{name}/config.json"), name)
+
+
 def test_target_dims_defaults_and_errors_name_the_key() -> None:
     config = {"num_hidden_layers": 2, "num_attention_heads": 8, "hidden_size": 512, "vocab_size": 1000}
-    dims = target_dims(config, "t")
+    dims = _target_dims(config, "t")
     assert (dims.num_key_value_heads, dims.head_dim) == (8, 64)  # kv = heads, head_dim = 512 / 8
-    multimodal = target_dims({"text_config": {**config, "num_key_value_heads": 2}}, "vl")
+    multimodal = _target_dims({"text_config": {**config, "num_key_value_heads": 2}}, "vl")
     assert multimodal.num_key_value_heads == 2
     with pytest.raises(SourceError, match=r"text_config\.vocab_size is None"):
-        target_dims({"text_config": {**config, "vocab_size": None}}, "vl", "/m/config.json")
+        _target_dims({"text_config": {**config, "vocab_size": None}}, "vl")
+    # The attention geometry is read with the target, and refused only when a plan needs it.
+    headless = target_from_config({"text_config": {**config, "num_attention_heads": None}}, "vl", "/vl/config.json")
+    assert headless.vocab_size == 1000
+    with pytest.raises(SourceError, match=r"/vl/config.json: text_config\.num_attention_heads is None"):
+        target_dims(headless, "vl")
 
 
 # --- weights -----------------------------------------------------------------------------------
@@ -137,9 +153,7 @@ def test_quantized_tensors_keep_their_stored_size() -> None:
 
 
 def test_kv_bytes_per_token_of_the_demo_pair() -> None:
-    loaded = load_checkpoint(DEMO_TARGET)
-    assert loaded.config is not None
-    target = kv_layout(target_dims(loaded.config, "target"), 4)
+    target = kv_layout(target_dims(demo_target(), "target"), 4)
     draft = kv_layout(draft_dims(demo_draft_description(), "draft"), 4)
     # num_kv_heads x head_dim x 2 (K and V) x 4 bytes x layers
     assert target.full_bytes_per_token == 2 * 64 * 2 * 4 * 4 == 4096
@@ -181,7 +195,15 @@ TARGET_KV = kv_layout(_dims("target", ("full_attention",) * 36), 2)  # 36 x 8 x 
 DRAFT_KV = kv_layout(_dims("draft", ("full_attention",) * 5), 2)  # 5 x 8 x 128 x 2 x 2 = 20,480 B/token
 
 
-def _fit(gpu_gib: int, max_model_len: int, tensor_parallel_size: int = 1) -> plan_checks.MemoryFit:
+def vllm_utilization() -> float:
+    """The newest vLLM table's default gpu_memory_utilization (0.92), what a plan sizes KV with."""
+    rules = latest("vllm")
+    default = rules.serving_default("gpu_memory_utilization") if rules is not None else None
+    assert default is not None
+    return float(default.value)
+
+
+def _fit(gpu_gib: int, max_model_len: int, tensor_parallel_size: int = 1) -> MemoryFit:
     return check_memory(
         gpu_memory_bytes=gpu_gib * GIB,
         weights=[
@@ -190,6 +212,7 @@ def _fit(gpu_gib: int, max_model_len: int, tensor_parallel_size: int = 1) -> pla
         ],
         layouts=[TARGET_KV, DRAFT_KV],
         max_model_len=max_model_len,
+        gpu_memory_utilization=vllm_utilization(),
     )
 
 
@@ -242,9 +265,7 @@ def test_vocab_padding_is_to_a_multiple_of_64() -> None:
 
 
 def test_tensor_parallel_sizes_the_demo_pair_can_and_cannot_use() -> None:
-    loaded = load_checkpoint(DEMO_TARGET)
-    assert loaded.config is not None
-    target = target_dims(loaded.config, "target")  # 4 heads, 2 KV heads, vocab 128
+    target = target_dims(demo_target(), "target")  # 4 heads, 2 KV heads, vocab 128
     draft = draft_dims(demo_draft_description(), "draft")  # 1 head, 1 KV head, vocab 128
     # TP 2: the target splits; the draft's single head does not (it runs at the target's TP).
     two = check_tensor_parallel(target, draft, 2)
@@ -267,51 +288,39 @@ def test_vocab_rows_per_rank_include_the_padding() -> None:
     assert (split.padded, split.rows_per_rank) == (151_936, 18_992)
 
 
-# --- everything for one pair, read through the reading layer -----------------------------------
+# --- everything for one pair, as `plan` computes it ----------------------------------------------
 
 
-def test_serving_numbers_of_the_demo_pair() -> None:
-    target = load_checkpoint(DEMO_TARGET)
-    draft = load_checkpoint(DEMO_DRAFT)
-    assert target.config is not None
-    report = inspect_loaded(draft)
-    assert report.description is not None and report.geometry is not None
-    numbers = plan_checks.serving_numbers(
-        target.config,
-        target.tensors,
-        report.description,
-        draft.tensors,
-        num_speculative_tokens=report.geometry.num_speculative_tokens,
-        sample_from_anchor=report.geometry.sample_from_anchor,
-        max_num_seqs=16,
-        max_model_len=1024,
-        gpu_memory_bytes=64 * 1024 * 1024,
-    )
-    assert (numbers.serving_dtype, numbers.kv_cache_dtype) == ("float32", "float32")  # the config's dtype
+def demo_plan(**settings: Any) -> ServingPlan:
+    """The demo pair planned by the pipeline the command runs (`plan_launch`), on the newest vLLM."""
+    rules = latest("vllm")
+    assert rules is not None
+    request = PlanRequest(target=DEMO_TARGET, drafts=(PlanDraft(DEMO_DRAFT),), engines=(rules.spec,), **settings)
+    (plan,) = plan_launch(request).plans
+    return plan
+
+
+def test_the_plan_numbers_of_the_demo_pair() -> None:
+    settings: dict[str, Any] = {"max_num_seqs": 16, "max_model_len": 1024, "gpu_memory_gib": 64 / 1024}
+    # A float32 target is served in bfloat16 (vLLM's `auto` on a GPU with bfloat16): the one rule.
+    assert demo_plan(**settings).serving_dtype == "bfloat16"
+    plan = demo_plan(**settings, dtype="float32")
+    assert (plan.serving_dtype, plan.kv_cache_dtype) == ("float32", "float32")
+    assert plan.weights is not None and plan.memory is not None
+    target_weights, draft_weights = plan.weights
     # The draft by hand: 2 layers of (q, k, v, o: 64 x 64 each; gate, up, down: 64 x 64; 4 norms of
     # 64), fc 64 x 128 (two captured layers of 64), hidden_norm and norm: 66,176 float32 elements.
-    assert numbers.draft_weights.stored_total == (2 * (7 * 64 * 64 + 4 * 64) + 64 * 128 + 2 * 64) * 4 == 264_704
-    assert numbers.target_weights.stored_total == 1_052_928
+    assert draft_weights.stored_total == (2 * (7 * 64 * 64 + 4 * 64) + 64 * 128 + 2 * 64) * 4 == 264_704
+    assert target_weights.stored_total == 1_052_928
     # K 7 bonus-anchor: 8 query positions x 16 sequences.
-    assert numbers.token_budget.required == 128
-    assert numbers.memory is not None and numbers.memory.fits
+    (engine,) = plan.engines.values()
+    assert engine.token_budget is not None and engine.token_budget.required == 128
+    assert plan.memory.fits and plan.memory.gpu_memory_utilization == vllm_utilization() == 0.92
     # int(64 MiB x 0.92) = 61,740,154, less 1,317,632 bytes of weights = 60,422,522; / 5,120 B/token.
-    assert numbers.memory.kv_budget_bytes == int(64 * 1024 * 1024 * 0.92) - 1_317_632 == 60_422_522
-    assert numbers.memory.kv_tokens == 60_422_522 // 5120 == 11_801
-    assert numbers.ok and numbers.to_dict()["ok"] is True
+    assert plan.memory.kv_budget_bytes == int(64 * 1024 * 1024 * 0.92) - 1_317_632 == 60_422_522
+    assert plan.memory.kv_tokens == 60_422_522 // 5120 == 11_801
+    assert plan.ok and plan.to_dict()["ok"] is True
     # bfloat16 halves weights and KV; an fp8 KV cache halves the KV again.
-    small = plan_checks.serving_numbers(
-        target.config,
-        target.tensors,
-        report.description,
-        draft.tensors,
-        num_speculative_tokens=7,
-        sample_from_anchor=False,
-        max_num_seqs=16,
-        max_model_len=1024,
-        gpu_memory_bytes=64 * 1024 * 1024,
-        dtype="bfloat16",
-        kv_cache_dtype="fp8",
-    )
+    small = demo_plan(**settings, dtype="bfloat16", kv_cache_dtype="fp8")
     assert small.memory is not None and small.memory.layouts[0].full_bytes_per_token == 4096 // 4
-    assert small.target_weights.loaded_total == 1_052_928 // 2
+    assert small.weights is not None and small.weights[0].loaded_total == 1_052_928 // 2

@@ -22,7 +22,7 @@ def test_preset_passes_on_gpu(tmp_path: Path) -> None:
     pytest.importorskip("vllm")
     preset = os.environ.get("DFLASH_TOOLS_GPU_PRESET", "qwen3.8-27b-dflash2")
     completed = subprocess.run(
-        [sys.executable, "-m", "dflash_tools", "smoke-test", "--preset", preset, "--engine", "vllm",
+        [sys.executable, "-m", "dflash_tools", "smoke-test", "--preset", preset, "--runtime", "vllm",
          "--json", "--output-dir", str(tmp_path)],
         capture_output=True, text=True, timeout=7200, check=False,
     )  # fmt: skip

@@ -19,7 +19,7 @@ from dflash_tools.errors import UsageError
 from dflash_tools.serving.presets import SANITY_FLOOR, DraftEntry, Floor
 from dflash_tools.serving.vllm_capability import VllmCapability
 from dflash_tools.smoke.options import SmokeOptions
-from dflash_tools.smoke.plan import DraftPlan, resolve_plan, vllm_sample_from_anchor
+from dflash_tools.smoke.plan import DraftPlan, resolve_plan
 
 
 def capability(support: str, *, registered: bool = True, version: str | None = None) -> VllmCapability:
@@ -179,14 +179,25 @@ def test_layout_only_where_vllm_does_not_read_it_is_served_through_overrides(tmp
 
 
 def test_where_vllm_reads_the_layout() -> None:
+    """The table says where each release reads the layout, per dialect family (smoke-test's overlay
+    writes it there): z-lab in dflash_config, speculators and native DSpark at the top level."""
     from dflash_tools import dialects
+    from dflash_tools.engine_rules import get_rules
+    from dflash_tools.serving.engine_model import DraftFacts
+    from dflash_tools.serving.vllm_runtime import vllm_runtime
 
-    zlab = dialects.read(testing.make_config("zlab-dflash2", testing.TINY_DFLASH2))
-    assert vllm_sample_from_anchor(zlab) == ("dflash_config.sample_from_anchor", False)
-    native = dialects.read(testing.make_config("dspark-native", replace(testing.TINY_DSPARK, sample_from_anchor=None)))
-    assert vllm_sample_from_anchor(native) == ("sample_from_anchor", True)
-    open_spec = dialects.read(testing.make_config("open-spec", testing.TINY))
-    assert vllm_sample_from_anchor(open_spec) is None
+    def overrides(dialect: str, spec: testing.DraftSpec, sample_from_anchor: bool) -> dict[str, Any]:
+        config = testing.make_config(dialect, spec)
+        facts = DraftFacts.of(config, dialects.read(config), None, source="d", draft="d")
+        return vllm_runtime(get_rules("vllm==0.33.0"), facts, sample_from_anchor).config_overrides
+
+    assert overrides("zlab-dflash2", testing.TINY_DFLASH2, False) == {}
+    assert overrides("zlab-dflash2", testing.TINY_DFLASH2, True) == {"dflash_config.sample_from_anchor": True}
+    assert overrides("speculators-dflash", testing.TINY, True) == {"sample_from_anchor": True}
+    native = replace(testing.TINY_DSPARK, sample_from_anchor=None)
+    assert overrides("dspark-native", native, True) == {}  # absent: true on its path
+    assert overrides("dspark-native", native, False) == {"sample_from_anchor": False}
+    assert overrides("open-spec", testing.TINY, True) == {}  # vLLM reads no Open Spec config
 
 
 def test_compare_layouts_adds_the_flipped_run(tmp_path: Path) -> None:

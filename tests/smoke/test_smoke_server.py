@@ -1,8 +1,10 @@
-"""`smoke-test --server URL` against a local OpenAI-compatible server on 127.0.0.1.
+"""`smoke-test --server URL` against a local stand-in vLLM server on 127.0.0.1.
 
-The server answers `/v1/models`, `/v1/completions`, `/v1/chat/completions` and `/metrics`, the
-last as a real Prometheus text exposition (prometheus_client) of the counters vLLM 0.33.0
-registers; each completion advances them as a speculating server would.
+The server answers `/v1/models` (owned_by "vllm", as vLLM's model cards say), `/version`,
+`/v1/completions`, `/v1/chat/completions` and `/metrics`, the last as a real Prometheus text
+exposition (prometheus_client) of the counters vLLM 0.33.0 registers; each completion advances
+them as a speculating server would. SGLang servers: tests/smoke/test_smoke_sglang_server.py;
+hostile servers: tests/hostile/test_hostile_smoke_server.py.
 """
 
 from __future__ import annotations
@@ -39,6 +41,8 @@ class FakeVllmServer:
         self.accepted = accepted
         self.models = models
         self.speculating = True
+        self.owned_by = "vllm"
+        self.version_route = True
         self.requests: list[dict[str, Any]] = []
         self.registry = CollectorRegistry()
         labels = ["model_name", "engine"]
@@ -116,7 +120,10 @@ class FakeVllmServer:
                     )
                     self._send(200, text, CONTENT_TYPE_LATEST)
                 elif self.path == "/v1/models":
-                    self._send(200, json.dumps({"data": [{"id": m} for m in server.models]}).encode())
+                    listed = [{"id": m, "object": "model", "owned_by": server.owned_by} for m in server.models]
+                    self._send(200, json.dumps({"object": "list", "data": listed}).encode())
+                elif self.path == "/version" and server.version_route:
+                    self._send(200, b'{"version": "0.34.0"}')
                 else:
                     self._send(404, b'{"error": "not found"}')
 
@@ -166,8 +173,10 @@ def test_chat_requests(server: FakeVllmServer) -> None:
 
 def test_server_without_speculation(server: FakeVllmServer) -> None:
     server.speculating = False
-    with pytest.raises(OperationError, match="no speculative-decoding counters"):
+    with pytest.raises(OperationError, match="no speculative-decoding counters") as raised:
         run_server(ServerOptions(url=server.url, prompts=["a"], max_tokens=4))
+    assert raised.value.message.startswith(f"the server at {server.url} serves without speculative decoding")
+    assert "\n" not in raised.value.message
 
 
 def test_unreachable_and_ambiguous_servers() -> None:
@@ -217,3 +226,42 @@ def test_cli_server_unreachable_is_a_setup_error() -> None:
     result = runner.invoke(app, ["smoke-test", "--server", url, "--num-prompts", "1"])
     assert result.exit_code == 2
     assert "cannot reach the server" in result.stderr
+
+
+def test_both_definitions_side_by_side(server: FakeVllmServer) -> None:
+    result = run_server(ServerOptions(url=server.url, prompts=["a", "b"], max_tokens=24))
+    lengths = result["acceptance_lengths"]
+    # 24 tokens at 6 per step: 4 steps per request; vLLM 1 + 20/4 = 6, SGLang 48 tokens / 8 steps = 6.
+    assert lengths["vllm"]["name"] == "vLLM mean acceptance length (1 + accepted / drafts)"
+    assert lengths["sglang"]["name"] == "SGLang accept length (completion tokens / verify steps)"
+    assert lengths["vllm"]["pooled"] == pytest.approx(6.0) == result["mean_acceptance_length"]
+    assert lengths["sglang"]["pooled"] == pytest.approx(48 / 8)
+    assert lengths["vllm"]["mean_per_request"] is None  # counters are pooled: no per-request values
+    assert (
+        result["per_position"]["available"] and result["engine_details"]["detected_by"] == "/v1/models: owned_by 'vllm'"
+    )
+
+
+@pytest.mark.parametrize(
+    ("owned_by", "version_route", "detected_by"),
+    [("vllm", True, "/v1/models: owned_by 'vllm'"), ("a-proxy", True, "/version answers '0.34.0'"),
+     ("a-proxy", False, "/metrics has vllm:* metrics")],
+)  # fmt: skip
+def test_vllm_is_detected_behind_a_proxy(
+    server: FakeVllmServer, owned_by: str, version_route: bool, detected_by: str
+) -> None:
+    server.owned_by, server.version_route = owned_by, version_route
+    result = run_server(ServerOptions(url=server.url, prompts=["a"], max_tokens=6))
+    assert result["engine"] == "vllm-server" and result["engine_details"]["detected_by"] == detected_by
+
+
+def test_protocol_sampling_reaches_the_server(server: FakeVllmServer) -> None:
+    from dflash_tools.smoke.protocols import load_protocol
+
+    card = load_protocol("zlab-card")
+    result = run_server(ServerOptions(url=server.url, prompts=["w", "a", "b"], max_tokens=12, protocol=card))
+    warmup, *measured = server.requests
+    assert warmup["max_tokens"] == 12 and len(measured) == 3  # one warm-up, then every prompt, measured
+    assert all(r["temperature"] == 1 and r["top_p"] == 0.95 and r["top_k"] == 20 for r in measured)
+    assert measured[0]["chat_template_kwargs"]["enable_thinking"] is True
+    assert result["protocol"]["name"] == "zlab-card" and result["num_drafts"] == 3 * 2

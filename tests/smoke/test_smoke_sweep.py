@@ -23,6 +23,7 @@ from dflash_tools.cli import app
 from dflash_tools.cli.smoke_test_run import render
 from dflash_tools.draft.target import load_target
 from dflash_tools.errors import UsageError
+from dflash_tools.serving.k_values import parse_k_values
 from dflash_tools.serving.presets import DraftEntry, Floor
 from dflash_tools.smoke import report, sweep
 from dflash_tools.smoke.options import SmokeOptions
@@ -40,7 +41,7 @@ runner = CliRunner()
     [("7", [7]), ("3,5,7", [3, 5, 7]), ("3-7", [3, 4, 5, 6, 7]), ("7, 1,3-4,3", [1, 3, 4, 7])],
 )
 def test_k_values(text: str, values: list[int]) -> None:
-    assert sweep.parse_k_values(text) == values
+    assert parse_k_values(text) == values
 
 
 @pytest.mark.parametrize(
@@ -55,7 +56,7 @@ def test_k_values(text: str, values: list[int]) -> None:
 )
 def test_bad_k_values_name_the_item(text: str, message: str) -> None:
     with pytest.raises(UsageError, match=message):
-        sweep.parse_k_values(text)
+        parse_k_values(text)
 
 
 # --- the prediction, by hand ---------------------------------------------------------------------
@@ -344,7 +345,7 @@ def test_a_sweep_through_the_torch_engine_names_a_best_k(tmp_path: Path, monkeyp
     outcome = runner.invoke(
         app,
         [
-            "smoke-test", "--engine", "torch", "--device", "cpu", "-k", "1,3",
+            "smoke-test", "--runtime", "torch", "--device", "cpu", "-k", "1,3",
             "-t", str(planted["target"]), "-d", str(planted["zlab-dflash"]),
             "--num-prompts", "1", "--max-tokens", "24", "--output-dir", str(tmp_path / "work"), "--json",
         ],

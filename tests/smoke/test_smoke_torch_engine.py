@@ -32,7 +32,7 @@ def test_dflash2_in_both_layouts_on_cpu(tmp_path: Path) -> None:
     result = runner.invoke(
         app,
         [
-            "smoke-test", "--engine", "torch", "--device", "cpu", "--dtype", "float32",
+            "smoke-test", "--runtime", "torch", "--device", "cpu", "--dtype", "float32",
             "-t", str(written["target"]), "-d", str(written["zlab-dflash2"]), "-d", str(written["zlab-dflash2-anchor-first"]),
             "--prompts", str(prompts), "--max-tokens", "8", "--output-dir", str(work), "--json",
         ],

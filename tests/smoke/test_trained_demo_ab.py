@@ -69,7 +69,7 @@ def reports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any
         result = runner.invoke(
             app,
             [
-                "smoke-test", "--engine", "torch", "--device", "cpu", "-t", f"example:{name}/target", *sources,
+                "smoke-test", "--runtime", "torch", "--device", "cpu", "-t", f"example:{name}/target", *sources,
                 "--compare-layouts", "--num-prompts", str(NUM_PROMPTS), "--max-tokens", str(MAX_TOKENS),
                 "--output-dir", str(root / "work"), "--json",
             ],

@@ -30,7 +30,7 @@ from dflash_tools.testing.demos import vllm_cpu_demo as demo
 
 runner = CliRunner()
 DEMO_COMMAND = [
-    "smoke-test", "--engine", "vllm", "--device", "cpu",
+    "smoke-test", "--runtime", "vllm", "--device", "cpu",
     "-t", "example:vllm-cpu-demo/target", "-d", "example:vllm-cpu-demo/zlab-dflash", "--format", "json",
 ]  # fmt: skip
 # A vLLM whose code the plugin does not know: it cannot serve anchor-first drafts.
@@ -38,7 +38,7 @@ UNSUPPORTED_VLLM = VllmCapability(True, "0.32.0", None, "unsupported", "another 
 
 
 def cpu_options(draft: str, *, compare_layouts: bool = False) -> SmokeOptions:
-    """`smoke-test --engine vllm --device cpu` options for one bundled draft and one prompt."""
+    """`smoke-test --runtime vllm --device cpu` options for one bundled draft and one prompt."""
     folder = demo.bundled_demo_dir()
     return SmokeOptions(
         target=str(folder / "target"),

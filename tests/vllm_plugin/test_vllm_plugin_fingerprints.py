@@ -14,8 +14,8 @@ import pytest
 
 from dflash_tools.engine_rules import get_rules
 from dflash_tools.serving.vllm_capability import capability_from_sources, detect_vllm, plugin_allowed, plugin_registered
+from dflash_tools.vllm_plugin import releases
 from dflash_tools.vllm_plugin.fingerprints import (
-    SITE_TABLES,
     SUPPORTED_VERSIONS,
     classify,
     find_class,
@@ -24,20 +24,25 @@ from dflash_tools.vllm_plugin.fingerprints import (
 )
 from dflash_tools.vllm_plugin.sources import directory_reader, find_function, normalize
 
+SITE_TABLES = {version: releases.sites_for(version) for version in SUPPORTED_VERSIONS}
+
 
 def test_a_local_build_label_of_the_release_is_the_release() -> None:
-    assert sites_for("0.33.0+cu130") is SITE_TABLES["0.33.0"]
-    assert sites_for("0.34.0+cpu") is SITE_TABLES["0.34.0"]
+    assert sites_for("0.33.0+cu130") == SITE_TABLES["0.33.0"] != ()
+    assert sites_for("0.34.0+cpu") == SITE_TABLES["0.34.0"] != ()
     assert sites_for("0.33.0.post1") == ()
     assert sites_for(None) == ()
 
 
 def test_every_supported_release_has_its_own_complete_site_table() -> None:
-    """The engine tables say which releases the plugin patches; each has fingerprints of its own."""
+    """The engine tables say which releases the plugin patches; each names its own module, which
+    has fingerprints of its own and says which release it is for."""
     assert set(SITE_TABLES) == set(SUPPORTED_VERSIONS) == {"0.33.0", "0.34.0"}
     for version, sites in SITE_TABLES.items():
         rules = get_rules(f"vllm=={version}")
         assert rules is not None and rules.plugin_supported
+        module = releases.release_module(version)
+        assert module is not None and module.__name__ == rules.plugin_module and version == module.VERSION
         assert len({site.key for site in sites}) == len(sites), version
         assert all(len(site.sha256) == 64 and int(site.sha256, 16) >= 0 for site in sites), version
         assert any(site.patched for site in sites)

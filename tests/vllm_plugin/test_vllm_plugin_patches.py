@@ -128,14 +128,14 @@ def test_import_hook_patches_a_module_when_it_is_first_imported(tmp_path: Path) 
             seen.append(module.__name__)
             module.Layer.block_size = 7
 
-        patch._when_imported("hooked_pkg_for_dflash_tools.model", callback)
+        patch.when_imported("hooked_pkg_for_dflash_tools.model", callback)
         assert seen == []
         import hooked_pkg_for_dflash_tools.model as model  # type: ignore[import-not-found]
 
         assert seen == ["hooked_pkg_for_dflash_tools.model"]
         assert model.Layer.block_size == 7
         assert model.__loader__.__class__.__name__ == "SourceFileLoader"  # handed back to its loader
-        patch._when_imported("hooked_pkg_for_dflash_tools.model", callback)  # already imported: at once
+        patch.when_imported("hooked_pkg_for_dflash_tools.model", callback)  # already imported: at once
         assert seen == ["hooked_pkg_for_dflash_tools.model"] * 2
     finally:
         sys.path.remove(str(tmp_path))

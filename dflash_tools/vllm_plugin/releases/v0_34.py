@@ -1,16 +1,36 @@
-"""The functions the plugin wraps or relies on in vLLM 0.34.0, with the sha256 of each one's source.
+"""The plugin's part of vLLM 0.34.0: the functions it wraps or relies on, with the sha256 of each
+one's source, and the wrappers it installs (docs/tier-vllm.md).
 
 0.34.0 moved the per-method sizing into config classes (`vllm/v1/worker/gpu/spec_decode/
 speculator_config.py`): the lookahead, the draft-pass budget and the speculator's compile-hash
-factors of a DFlash draft are `DFlashSpeculatorConfig`'s. The plugin wraps two members of that
-class and the two constructors that fix the query layout, as on 0.33.0; why this route and not a
-custom speculative method is in docs/tier-vllm.md ("vLLM 0.34.0"). Paths are relative to the
-folder holding the `vllm` package.
+factors of a DFlash draft are `DFlashSpeculatorConfig`'s, and there is no V1 runner. The plugin
+wraps two members of that class and the two constructors that fix the query layout, as on
+0.33.0; why this route and not a custom speculative method is in docs/tier-vllm.md ("vLLM
+0.34.0"):
+
+- `DFlashSpeculatorConfig.num_lookahead_tokens`: K instead of K + 1 (its `max_num_draft_seqs`
+  divides by it; DFlash2's config inherits both).
+- `DFlashSpeculatorConfig.hash_factors` (inherited from `SpeculatorConfig`, empty): the layout
+  and K for an anchor-first draft, so the compile-cache key differs; bonus drafts keep [].
+
+Paths are relative to the folder holding the `vllm` package.
 """
 
 from __future__ import annotations
 
-from dflash_tools.vllm_plugin.site import Site
+from collections.abc import Callable
+from typing import Any
+
+from dflash_tools.vllm_plugin.patch import (
+    check_live,
+    defer_constructors,
+    replace_property,
+    wrap_hash_factors,
+    wrap_num_lookahead_tokens,
+)
+from dflash_tools.vllm_plugin.site import Site, SiteCheck
+
+VERSION = "0.34.0"
 
 _CONFIG = "vllm/v1/worker/gpu/spec_decode/dflash/config.py"
 _DFLASH2_CONFIG = "vllm/v1/worker/gpu/spec_decode/dflash2/config.py"
@@ -263,3 +283,24 @@ SITES: tuple[Site, ...] = (
         why="caches the realized DFlash2 proposals per step",
     ),
 )
+
+
+def apply(checks: dict[str, SiteCheck]) -> None:
+    """Install this release's wrappers; `checks` are its sites, every one matched."""
+    # A config module: vLLM imports it in every process anyway, and it imports no speculator
+    # (vllm/v1/worker/gpu/spec_decode/speculator_config.py says so), so importing it here is cheap.
+    from vllm.v1.worker.gpu.spec_decode.dflash.config import DFlashSpeculatorConfig
+
+    def lookahead(fget: Callable[[Any], int]) -> Callable[[Any], int]:
+        return wrap_num_lookahead_tokens(fget, "spec_config")
+
+    replace_property(
+        DFlashSpeculatorConfig, "num_lookahead_tokens", checks["dflash_config_num_lookahead_tokens"], lookahead
+    )
+    # DFlashSpeculatorConfig inherits hash_factors (its fingerprinted class body defines none):
+    # the wrapper of the inherited function goes on the DFlash class, so only DFlash and DFlash2
+    # configs see it.
+    inherited = DFlashSpeculatorConfig.hash_factors
+    check_live(inherited, checks["speculator_config_hash_factors"])
+    DFlashSpeculatorConfig.hash_factors = wrap_hash_factors(inherited)
+    defer_constructors(checks, v1_proposer=False)

@@ -1,12 +1,32 @@
-"""The functions the plugin wraps or relies on in vLLM 0.33.0, with the sha256 of each one's source.
+"""The plugin's part of vLLM 0.33.0: the functions it wraps or relies on, with the sha256 of each
+one's source, and the wrappers it installs (docs/tier-vllm.md).
+
+On 0.33.0 the sizing lives in the generic configs and the V1 runner still ships:
+
+- `VllmConfig.num_lookahead_tokens`: K lookahead slots instead of K + 1 (the draft-pass budget
+  divides by it).
+- `VllmConfig._get_v1_model_runner_unsupported_features` and `DFlashProposer.__init__`: the V1
+  runner hard-codes the bonus-anchor layout, so it refuses instead of drafting wrongly.
+- `SpeculativeConfig.compute_hash`: the layout and K join the compile-cache key.
+- the speculator and DFlash2 layer constructors, when vLLM imports their modules.
 
 Paths are relative to the folder holding the `vllm` package; line numbers for readers are in
-docs/tier-vllm.md. The wrappers themselves are in `patch.py` (`apply_v0_33`).
+docs/tier-vllm.md.
 """
 
 from __future__ import annotations
 
-from dflash_tools.vllm_plugin.site import Site
+from dflash_tools.vllm_plugin.patch import (
+    defer_constructors,
+    replace_method,
+    replace_property,
+    wrap_compute_hash,
+    wrap_num_lookahead_tokens,
+    wrap_v1_unsupported_features,
+)
+from dflash_tools.vllm_plugin.site import Site, SiteCheck
+
+VERSION = "0.33.0"
 
 _DFLASH_SPECULATOR = "vllm/v1/worker/gpu/spec_decode/dflash/speculator.py"
 _DFLASH2_SPECULATOR = "vllm/v1/worker/gpu/spec_decode/dflash2/speculator.py"
@@ -190,3 +210,19 @@ SITES: tuple[Site, ...] = (
         why="caches the realized DFlash2 proposals per step",
     ),
 )
+
+
+def apply(checks: dict[str, SiteCheck]) -> None:
+    """Install this release's wrappers; `checks` are its sites, every one matched."""
+    from vllm.config.speculative import SpeculativeConfig
+    from vllm.config.vllm import VllmConfig
+
+    replace_method(SpeculativeConfig, "compute_hash", checks["speculative_compute_hash"], wrap_compute_hash)
+    replace_property(VllmConfig, "num_lookahead_tokens", checks["num_lookahead_tokens"], wrap_num_lookahead_tokens)
+    replace_method(
+        VllmConfig,
+        "_get_v1_model_runner_unsupported_features",
+        checks["v1_unsupported_features"],
+        wrap_v1_unsupported_features,
+    )
+    defer_constructors(checks, v1_proposer=True)

@@ -1,0 +1,233 @@
+"""The steps every engine's column of `inspect --engine` shares (`engine_view` runs them).
+
+Each step reads the draft the way one release does (its table: `dflash_tools.engine_rules`),
+compares what it serves with what the draft was trained with, and records what it found on the
+`EngineView` (an outcome, findings). The engine-specific steps are `sglang_column` and
+`vllm_column`; what one vLLM release needs to run a draft is `vllm_runtime`.
+"""
+
+from __future__ import annotations
+
+from dflash_tools.dialects import spec_for_family
+from dflash_tools.engine_rules import Outcome, WhenMissing
+from dflash_tools.findings import Severity
+from dflash_tools.serving.config_reads import as_int, int_list, lookup, num_hidden_layers, source_name
+from dflash_tools.serving.engine_checks import CHECKERS
+from dflash_tools.serving.engine_model import RANK, DraftFacts, EngineView
+
+# How hints name an engine.
+ENGINE_NAMES = {"sglang": "SGLang", "vllm": "vLLM"}
+
+
+def format_and_route(view: EngineView, facts: DraftFacts) -> bool:
+    """Whether the release can load the draft at all; sets `reads_format` and `path`."""
+    rules = view.rules
+    if facts.family is None or facts.algorithm is None:
+        view.fail(Outcome.UNSUPPORTED, "the config matches no draft dialect")
+        return False
+    rule = rules.reads_format(facts.family)
+    view.reads_format = bool(rule and rule.read)
+    spec = spec_for_family(facts.family)
+    if not view.reads_format:
+        why = f" ({rule.note})" if rule is not None and rule.note else ""
+        reason = f"reads no {facts.family} config{why}"
+        view.fail(Outcome.UNSUPPORTED, reason)
+        hint = (
+            spec.unread_hint(facts.algorithm) if spec is not None else "serve it with an engine that reads this format"
+        )
+        view.note("DFT070", reason, hint, keys=spec.format_keys if spec is not None else ())
+        return False
+    route = rules.route(facts.algorithm)
+    if route is None:
+        reason = f"does not serve {facts.algorithm} drafts"
+        view.fail(Outcome.UNSUPPORTED, reason)
+        view.note("DFT070", reason, "serve it with another engine", keys=("architectures",))
+        return False
+    view.path = route.path
+    # A format the engine translates when it loads it writes its own architecture: only formats
+    # loaded by their `architectures` are checked against the release's loaders.
+    loaded_by_architecture = spec is None or spec.loaded_by_architecture
+    if loaded_by_architecture and facts.architecture not in route.architectures:
+        reason = (
+            f"has no loader for architecture {facts.architecture} on its {route.path} path "
+            f"(it has: {', '.join(route.architectures)})"
+        )
+        view.fail(Outcome.UNSUPPORTED, reason)
+        view.note("DFT070", reason, "check architectures in config.json", keys=("architectures",))
+        return False
+    return True
+
+
+def resolve_layer_ids(view: EngineView, facts: DraftFacts) -> None:
+    """`target_layer_ids` as the release reads them, or derives them when the config has none."""
+    rules, config = view.rules, facts.config
+    assert view.path is not None
+    rule = rules.key("target_layer_ids", view.path, facts.family)
+    value, location = lookup(config, rule)
+    # The target's own layer count decides what is captured; the config's is a fallback.
+    count_rule = rules.key("num_target_layers", view.path, facts.family)
+    count, count_location = lookup(config, count_rule)
+    if facts.target_num_layers is not None:
+        view.num_target_layers, view.num_target_layers_source = facts.target_num_layers, "target"
+    elif as_int(count) is not None and count_rule is not None and count_rule.locations:
+        view.num_target_layers, view.num_target_layers_source = as_int(count), source_name(count_location)
+    if location is not None and rule is not None:
+        ids = int_list(value)
+        if ids is None:
+            view.fail(Outcome.REFUSED, f"{location} is {value!r}, not a list of layer ids")
+            view.note("DFT074", f"{location} is {value!r}, which it cannot read as layer ids", keys=(location,))
+            return
+        shift = rule.shift_for(location)
+        ids = [i + shift for i in ids]
+        view.target_layer_ids = sorted(set(ids)) if rules.captures_sorted else ids
+        view.target_layer_ids_source = "config"
+        return
+    if rule is not None and rule.when_missing is WhenMissing.REFUSED:
+        reason = f"none of {', '.join(rule.locations)} is set, and it needs them"
+        view.fail(Outcome.REFUSED, reason)
+        view.note("DFT074", reason, keys=rule.locations)
+        return
+    derive = rules.derive_target_layer_ids
+    layers = view.num_target_layers
+    draft_layers = facts.num_draft_layers or as_int(num_hidden_layers(config))
+    if derive is None or layers is None or draft_layers is None:
+        view.target_layer_ids_source = "derived"
+        view.note(
+            "DFT075",
+            "the config names no target layers and the engine derives them from the target's layer count, which "
+            "is unknown here",
+            "pass --target to see which layers it captures, or write target_layer_ids into the config",
+            keys=("target_layer_ids",),
+        )
+        return
+    view.target_layer_ids_source = "derived"
+    try:
+        view.target_layer_ids = derive(layers, draft_layers)
+    except ValueError:
+        return  # the `derivable-layer-ids` check says why
+
+
+def compare_layer_ids(view: EngineView, facts: DraftFacts) -> bool:
+    """DFT073 when the captured layers are not the trained ones; True when they are known to match."""
+    served, trained = view.target_layer_ids, facts.trained_layer_ids
+    if served is None:
+        return False
+    if trained is None:
+        if view.target_layer_ids_source == "derived":
+            view.note(
+                "DFT073",
+                f"the config names no target layers; it derives {served}, and nothing says the draft was trained "
+                "on those",
+                "write the trained target_layer_ids into dflash_config",
+                keys=("target_layer_ids",),
+                values={"target_layer_ids": served},
+                severity=Severity.WARNING,
+            )
+        return False
+    if served == trained:
+        return True
+    how = "derives" if view.target_layer_ids_source == "derived" else "captures"
+    view.note(
+        "DFT073",
+        f"it {how} target layers {served}, but the draft was trained on {trained}",
+        "write the trained target_layer_ids (sorted, without duplicates) into the config: "
+        "`dflash-tools convert SRC -o OUT` keeps them where every engine reads them",
+        keys=("target_layer_ids",),
+        values={"target_layer_ids": served, "trained_target_layer_ids": trained},
+    )
+    if len(served) != len(trained):
+        view.fail(Outcome.REFUSED, f"it captures {len(served)} target layers, the draft's input takes {len(trained)}")
+    else:
+        view.fail(Outcome.SERVED_WRONG, f"it captures target layers {served}, not the trained {trained}")
+    return False
+
+
+def compare_mask(view: EngineView, facts: DraftFacts) -> bool:
+    served, trained = view.mask_token_id, facts.trained_mask_token_id
+    if served is None or trained is None:
+        return view.mask_token_id_source != "looked-up" and served == trained
+    if served != trained:
+        view.note(
+            "DFT071",
+            f"it reads mask_token_id {served} from {view.mask_token_id_source}, but the draft describes {trained}",
+            "write one mask_token_id everywhere: `dflash-tools convert SRC -o OUT`",
+            keys=("mask_token_id",),
+        )
+        view.fail(Outcome.SERVED_WRONG, f"it embeds the masked positions with token {served}, not {trained}")
+        return False
+    return True
+
+
+def layout_outcome(view: EngineView, facts: DraftFacts, algorithm_key: str, reads: str) -> None:
+    """Misaligned when the engine's layout differs from training; else the table's outcome."""
+    rules = view.rules
+    trained = facts.trained_layout
+    if trained is None or view.layout is None:
+        return
+    rule = rules.outcome(algorithm_key, trained)
+    if rule is not None and rule.outcome in (Outcome.REFUSED, Outcome.UNSUPPORTED):
+        # It does not load such drafts at all: that, not the layout, is what the user meets first.
+        reason = f"does not serve {algorithm_key} drafts: {rule.note}"
+        view.fail(rule.outcome, reason)
+        hint = rule.hint or "serve it with an engine that does (docs/engines.md)"
+        view.note("DFT074" if rule.outcome is Outcome.REFUSED else "DFT070", reason, hint, keys=("architectures",))
+        return
+    if view.layout is not trained:
+        reason = (
+            f"it serves the {view.layout.value} layout ({reads}), but the draft was trained {trained.value}: "
+            "every draft is read one position off, acceptance collapses while the output stays correct"
+        )
+        view.fail(Outcome.MISALIGNED, reason)
+        view.note("DFT071", reason, misaligned_hint(view, facts), keys=("sample_from_anchor",))
+        return
+    if rule is None:
+        return
+    if rule.outcome is Outcome.MISALIGNED:
+        reason = f"serves {algorithm_key} drafts in the bonus layout only ({rule.note})"
+        view.fail(Outcome.MISALIGNED, reason)
+        view.note("DFT071", reason, misaligned_hint(view, facts), keys=("sample_from_anchor",))
+    elif rule.outcome is Outcome.SERVED_WITH_PLUGIN:
+        view.outcome = max(view.outcome, Outcome.SERVED_WITH_PLUGIN, key=RANK.__getitem__)
+
+
+def misaligned_hint(view: EngineView, facts: DraftFacts) -> str:
+    """The release's own advice for drafts of this algorithm trained in this layout (its table's
+    `LayoutRule.hint`), else: write the trained layout where the engine reads it."""
+    trained = facts.trained_layout
+    rule = view.rules.outcome(facts.algorithm or "", trained) if trained is not None else None
+    if rule is not None and rule.hint:
+        return rule.hint
+    engine = ENGINE_NAMES.get(view.rules.engine, view.rules.engine)
+    return f"write the trained layout where {engine} reads it: `dflash-tools convert SRC -o OUT`"
+
+
+def run_checks(view: EngineView, facts: DraftFacts) -> None:
+    assert view.path is not None
+    for check in view.rules.checks_on(view.path):
+        problem = CHECKERS[check.name](view, facts)
+        if problem is None:
+            continue
+        code = "DFT074" if check.outcome is Outcome.REFUSED else "DFT071"
+        verb = "refuses it" if check.outcome is Outcome.REFUSED else "serves it wrong"
+        view.fail(check.outcome, problem)
+        hint = f"the rule: {check.rule} ({check.cite})"
+        if check.name == "markov-rank" and facts.trained_sample_from_anchor:
+            hint = (
+                "no SGLang path serves it as trained: DSPARK needs a Markov head and DFLASH is bonus-only, while this "
+                "draft is anchor-first; serve it with vLLM (method dspark)"
+            )
+        view.note(code, f"{verb}: {problem}", hint, keys=check.keys)
+
+
+def matches_training(view: EngineView, facts: DraftFacts, ids_match: bool, mask_match: bool) -> bool:
+    k_max = facts.trained_max_tokens
+    return (
+        view.serves_as_trained
+        and view.layout is not None
+        and view.layout is facts.trained_layout
+        and k_max is not None
+        and view.draft_tokens is not None
+        and view.draft_tokens <= k_max
+        and ids_match
+        and mask_match
+    )

@@ -1,0 +1,267 @@
+"""What `dflash-tools plan` is asked (`PlanRequest`) and what it answers (`LaunchPlan`: one
+`ServingPlan` per draft, one `EnginePlan` per engine release), as plain dataclasses.
+
+The request is built once, with where each value comes from (`plan_request.plan_request`: the
+command line, else a preset); `plan.plan_launch` fills the answer. Every `to_dict` is the JSON
+document of docs/plan.md, "Output and exit codes".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from dflash_tools.draft.geometry import num_query_tokens
+from dflash_tools.draft.target import TargetDescription
+from dflash_tools.engine_rules import EngineRules, Layout, json_key
+from dflash_tools.errors import EXIT_FINDINGS, EXIT_OK
+from dflash_tools.findings import Finding, Severity, make_finding, sort_findings
+from dflash_tools.inspect import InspectReport
+from dflash_tools.reading.checkpoint import LoadedCheckpoint
+from dflash_tools.serving.engine_model import EngineView
+from dflash_tools.serving.launch import SERVING_SETTINGS
+from dflash_tools.serving.plan_checks import AttentionDims, TensorParallelCheck, TokenBudget
+from dflash_tools.serving.plan_memory import KvLayout, MemoryFit, WeightBytes
+
+SCHEMA_VERSION = 1
+
+# Where a value comes from (JSON `request.sources` and `settings.NAME.source`).
+GIVEN = "given"  # on the command line
+PRESET = "preset"  # the preset (its target, drafts, K or engine arguments)
+DEFAULT = "default"  # the release's own default, written on the launch line so it is what was checked
+RAISED = "raised"  # the release's default breaks a check: the launch line passes the value that holds
+CONFIG = "config"  # the target's config.json (max_model_len: max_position_embeddings)
+
+# The serving settings a request may take from a preset's engine arguments (the command line gives
+# them too); others in a preset, such as enforce_eager, are not serving facts.
+REQUEST_SETTINGS = tuple(setting.name for setting in SERVING_SETTINGS if setting.from_preset)
+
+
+@dataclass(frozen=True)
+class PlanDraft:
+    """One draft to plan for: a SOURCE and its Hub revision."""
+
+    source: str
+    revision: str | None = None
+
+
+@dataclass(frozen=True)
+class PlanRequest:
+    """What the user asked for, resolved once. None: the release's default (or the config's)."""
+
+    target: str
+    drafts: tuple[PlanDraft, ...]
+    engines: tuple[str, ...]  # `engine==version` names of tables in `ENGINE_RULES`
+    num_speculative_tokens: int | None = None
+    gpu_memory_gib: float | None = None
+    tensor_parallel_size: int = 1
+    decode_context_parallel_size: int = 1
+    max_num_seqs: int | None = None
+    max_model_len: int | None = None
+    max_num_batched_tokens: int | None = None
+    gpu_memory_utilization: float | None = None
+    dtype: str | None = None
+    kv_cache_dtype: str | None = None
+    target_revision: str | None = None
+    preset: str | None = None  # the preset's name as given (`--preset`)
+    # Where each value that is set comes from: GIVEN or PRESET (`target`, `drafts`,
+    # `num_speculative_tokens` and the settings); a value not listed was given.
+    sources: Mapping[str, str] = field(default_factory=dict)
+
+    def source(self, name: str) -> str:
+        return self.sources.get(name, GIVEN)
+
+    @property
+    def from_preset(self) -> tuple[str, ...]:
+        """The serving settings taken from the preset's engine arguments."""
+        return tuple(name for name in REQUEST_SETTINGS if self.sources.get(name) == PRESET)
+
+    def to_dict(self, draft: PlanDraft) -> dict[str, Any]:
+        """The request as one draft's plan states it (JSON `plans[].request`)."""
+        return {
+            "target": self.target,
+            "draft": draft.source,
+            "engines": list(self.engines),
+            "num_speculative_tokens": self.num_speculative_tokens,
+            "gpu_memory_gib": self.gpu_memory_gib,
+            "tensor_parallel_size": self.tensor_parallel_size,
+            "decode_context_parallel_size": self.decode_context_parallel_size,
+            "max_num_seqs": self.max_num_seqs,
+            "max_model_len": self.max_model_len,
+            "max_num_batched_tokens": self.max_num_batched_tokens,
+            "gpu_memory_utilization": self.gpu_memory_utilization,
+            "dtype": self.dtype,
+            "kv_cache_dtype": self.kv_cache_dtype,
+            "revision": draft.revision,
+            "target_revision": self.target_revision,
+            "from_preset": list(self.from_preset),
+            "sources": dict(self.sources),
+        }
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One resolved serving setting and where its value comes from."""
+
+    value: int | float | str
+    source: str  # GIVEN, PRESET, DEFAULT, RAISED, CONFIG
+    note: str = ""  # for a default: which of the release's defaults (its table's note)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"value": self.value, "source": self.source, "note": self.note}
+
+
+@dataclass
+class EnginePlan:
+    """One engine release: how it serves the draft, with which settings, and its launch line."""
+
+    view: EngineView
+    settings: dict[str, Setting] = field(default_factory=dict)
+    token_budget: TokenBudget | None = None
+    runner: str | None = None  # vLLM: which model runner serves the draft
+    findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def rules(self) -> EngineRules:
+        return self.view.rules
+
+    @property
+    def serves(self) -> bool:
+        return self.view.serves_as_trained and self.view.launch is not None
+
+    @property
+    def ok(self) -> bool:
+        return self.serves and not any(f.severity is Severity.ERROR for f in self.findings)
+
+    @property
+    def num_query_tokens(self) -> int | None:
+        view = self.view
+        if view.draft_tokens is None or view.layout is None:
+            return None
+        return num_query_tokens(view.draft_tokens, view.layout is Layout.ANCHOR_FIRST)
+
+    def note(self, code: str, message: str, hint: str = "", **values: Any) -> None:
+        self.findings.append(
+            make_finding(
+                code,
+                f"{self.rules.spec}: {message}",
+                hint,
+                keys=tuple(values.pop("keys", ())),
+                values={"engine": self.rules.spec, **values},
+            )
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        view = self.view
+        launch = view.launch
+        return {
+            "engine": self.rules.engine,
+            "version": self.rules.version,
+            "serves": self.serves,
+            "ok": self.ok,
+            "outcome": view.outcome.value,
+            "refusal": view.refusal,
+            "path": view.path,
+            "layout": view.layout.value if view.layout is not None else None,
+            "num_speculative_tokens": view.draft_tokens,
+            "num_query_tokens": self.num_query_tokens,
+            "plugin": view.plugin,
+            "runner": self.runner,
+            "settings": {name: setting.to_dict() for name, setting in self.settings.items()},
+            "token_budget": self.token_budget.to_dict() if self.token_budget is not None else None,
+            "launch": launch.to_dict() if launch is not None else None,
+            "launch_command": launch.shell() if launch is not None else None,
+            "findings": [f.to_dict() for f in sort_findings(self.findings)],
+        }
+
+
+@dataclass
+class ServingPlan:
+    """One target and draft: the numbers every engine shares, and one `EnginePlan` per release."""
+
+    request: PlanRequest
+    draft_request: PlanDraft
+    target: LoadedCheckpoint
+    target_description: TargetDescription  # the target's config, read once
+    report: InspectReport  # the draft, inspected against the target with K
+    target_name: str  # what a launch line names
+    findings: list[Finding] = field(default_factory=list)  # the draft's and the plan's own
+    target_dims: AttentionDims | None = None
+    draft_dims: AttentionDims | None = None
+    serving_dtype: str | None = None
+    kv_cache_dtype: str | None = None
+    max_model_len: Setting | None = None
+    weights: tuple[WeightBytes, WeightBytes] | None = None
+    kv: tuple[KvLayout, ...] = ()
+    tensor_parallel: TensorParallelCheck | None = None
+    memory: MemoryFit | None = None
+    engines: dict[str, EnginePlan] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        """No error of the draft or the plan, every launch line printed would work, and at least
+        one engine serves the draft as trained. An engine that cannot serve it prints no line:
+        it fails the plan only when no engine can."""
+        if any(f.severity is Severity.ERROR for f in self.findings):
+            return False
+        serving = [plan for plan in self.engines.values() if plan.serves]
+        return bool(serving) and all(plan.ok for plan in serving)
+
+    def to_dict(self) -> dict[str, Any]:
+        report, geometry, desc = self.report, self.report.geometry, self.report.description
+        weights = self.weights
+        return {
+            "ok": self.ok,
+            "request": self.request.to_dict(self.draft_request),
+            "target": {
+                "source": self.request.target,
+                "location": self.target.location,
+                "launch_name": self.target_name,
+                "model": self.target_dims.to_dict() if self.target_dims is not None else None,
+            },
+            "draft": {
+                "source": report.loaded.source,
+                "location": report.loaded.location,
+                "dialect": desc.dialect.value if desc is not None else None,
+                "algorithm": desc.algorithm.value if desc is not None else None,
+                "model": self.draft_dims.to_dict() if self.draft_dims is not None else None,
+            },
+            "geometry": geometry.to_dict() if geometry is not None else None,
+            "serving_dtype": self.serving_dtype,
+            "kv_cache_dtype": self.kv_cache_dtype,
+            "max_model_len": self.max_model_len.to_dict() if self.max_model_len is not None else None,
+            "weights": {"target": weights[0].to_dict(), "draft": weights[1].to_dict()} if weights else None,
+            "kv": [layout.to_dict() for layout in self.kv],
+            "tensor_parallel": self.tensor_parallel.to_dict() if self.tensor_parallel is not None else None,
+            "memory": self.memory.to_dict() if self.memory is not None else None,
+            "engines": {json_key(plan.rules): plan.to_dict() for plan in self.engines.values()},
+            "findings": [f.to_dict() for f in sort_findings(self.findings)],
+        }
+
+
+@dataclass
+class LaunchPlan:
+    """`dflash-tools plan`'s answer: the request and one `ServingPlan` per draft."""
+
+    request: PlanRequest
+    plans: list[ServingPlan]
+
+    @property
+    def ok(self) -> bool:
+        return all(plan.ok for plan in self.plans)
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_OK if self.ok else EXIT_FINDINGS
+
+    def to_dict(self) -> dict[str, Any]:
+        """The whole JSON document of the command."""
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "command": "plan",
+            "ok": self.ok,
+            "exit_code": self.exit_code,
+            "preset": self.request.preset,
+            "plans": [plan.to_dict() for plan in self.plans],
+        }
