@@ -384,6 +384,25 @@ def test_human_view_fits_80_columns() -> None:
     assert any(
         line.startswith("DFLASH_TOOLS_REQUIRE_PLUGIN=1 vllm serve TARGET --speculative-config ") for line in launches
     )
+    assert not any(line.startswith("# ") and "vllm serve" in line for line in launches)
+
+
+def test_an_error_finding_comments_out_the_launch_lines_it_blocks(tmp_path: Path) -> None:
+    """An error that names no engine (a mask id outside the vocabulary) comments out every launch
+    line; the engine error above (SGLang's misaligned layout) keeps vLLM's lines pasteable."""
+    import shutil
+
+    draft = tmp_path / "draft"
+    shutil.copytree(example_drafts()["zlab-dflash2"], draft)
+    config = json.loads((draft / "config.json").read_text())
+    config["dflash_config"]["mask_token_id"] = config["vocab_size"] + 5
+    (draft / "config.json").write_text(json.dumps(config))
+    result = CliRunner().invoke(app, ["inspect", str(draft), "--engine", "all"], env={"COLUMNS": "200"})
+    lines = result.stdout.splitlines()
+    heading = next(i for i, line in enumerate(lines) if line.startswith("launch"))
+    assert lines[heading] == "launch (not to run until DFT032 above is fixed; lines kept as comments):"
+    launches = [line for line in lines[heading + 1 :] if "serve" in line or "launch_server" in line]
+    assert len(launches) == 3 and all(line.startswith("# ") for line in launches)
 
 
 def test_outcome_ranks_cover_every_outcome() -> None:
