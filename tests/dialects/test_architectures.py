@@ -3,8 +3,8 @@
 
 `tests/data/published/laguna-s-2.1-dflash.json`: poolside/Laguna-S-2.1-DFlash's config as
 shisa-ai/hipEngine's loader test states it (revision b0486d15; reconstructed, sha256 6195643943...).
-The real-engine tiers compare each table with its release's registry (tests/real_vllm/test_registry.py,
-tests/real_sglang/test_registry.py).
+The real-engine tiers compare each table with its release's registry (tests/real_vllm/test_vllm_registry.py,
+tests/real_sglang/test_sglang_registry.py).
 """
 
 from __future__ import annotations

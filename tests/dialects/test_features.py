@@ -121,11 +121,9 @@ def test_each_column_says_which_spelling_it_reads(tmp_path: Path) -> None:
 
 def test_convert_writes_shift_label_for_a_domino_draft(tmp_path: Path) -> None:
     config = zlab("zlab-dflash")
-    config["dflash_config"].update(
-        projector_type="domino", shift_label=False, pure_draft_prefix_len=1, gru_hidden_dim=64, emb_dim=64
-    )
-    config.pop("sample_from_anchor", None)
-    del config["dflash_config"]["sample_from_anchor"]
+    # Declared as sample_from_anchor only: SGLang's Domino path reads shift_label alone.
+    config["dflash_config"].update(projector_type="domino", pure_draft_prefix_len=1, gru_hidden_dim=64, emb_dim=64)
+    assert config["dflash_config"]["sample_from_anchor"] is False and "shift_label" not in config["dflash_config"]
     source = testing.write_checkpoint(tmp_path / "src", "zlab-dflash", config=config)
     convert_checkpoint(str(source), tmp_path / "out")
     written = json.loads((tmp_path / "out" / "config.json").read_text())["dflash_config"]

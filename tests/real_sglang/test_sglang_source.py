@@ -28,7 +28,7 @@ from dflash_tools.reading.source import load_checkpoint
 from dflash_tools.serving.engine_view import inspect_for_engines
 from tests.engine_cases import case_folders
 from tests.engine_sources import Sources, cite_problems, extract, function_source, key_problems, top_level
-from tests.real_sglang.test_registry import entry_classes
+from tests.real_sglang.test_sglang_registry import entry_classes
 
 pytestmark = pytest.mark.real_sglang
 
@@ -90,7 +90,7 @@ def test_routes_are_the_loaders_the_release_registers(sglang: Sources) -> None:
     dspark = set(entry_classes(sglang, "sglang/srt/models/dspark.py"))
     routes = {route.algorithm: set(route.architectures) for route in RULES.routes}
     # Each route lists every class the release registers for it, in whichever file
-    # (tests/real_sglang/test_registry.py checks the whole list against every EntryClass).
+    # (tests/real_sglang/test_sglang_registry.py checks the whole list against every EntryClass).
     assert dflash <= routes["dflash"] | routes["dflash2"]
     assert dspark <= routes["dspark"]
     for route in RULES.routes:
