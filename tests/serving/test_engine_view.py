@@ -96,7 +96,7 @@ def test_bonus_dflash_reads_in_each_engine() -> None:
     assert sglang["block_size"] == 8 and sglang["block_size_source"] == "dflash_config"
     assert sglang["draft_tokens"] == 7 and sglang["layout"] == "bonus"
     assert sglang["target_layer_ids"] == [1, 3] and sglang["target_layer_ids_source"] == "config"
-    assert sglang["num_target_layers"] == 4 and sglang["mask_token_id"] == 500
+    assert sglang["num_target_layers"] == 5 and sglang["mask_token_id"] == 500
     assert sglang["launch"] == [
         "python", "-m", "sglang.launch_server", "--model-path", "Qwen/Qwen3-8B",
         "--speculative-algorithm", "DFLASH",
@@ -189,8 +189,8 @@ def test_top_level_and_nested_keys(tmp_path: Path) -> None:
 def test_missing_layer_ids_are_derived_from_the_target(tmp_path: Path) -> None:
     folder = edge(tmp_path, "no-layer-ids")
     engines, findings = views(folder)
-    # Without --target, SGLang's fallback is the config's num_target_layers (4): layers 1..1.
-    assert engines[SGLANG]["target_layer_ids"] == [1, 1]
+    # Without --target, SGLang's fallback is the config's num_target_layers (5): layers 1..2.
+    assert engines[SGLANG]["target_layer_ids"] == [1, 2]
     assert engines[SGLANG]["target_layer_ids_source"] == "derived"
     assert any(f.code == "DFT073" and f.values["engine"] == SGLANG for f in findings)
     # vLLM falls back to the target's own default layers: unknown without --target.
