@@ -34,6 +34,12 @@ _CATALOGUE: tuple[CodeInfo, ...] = (
     CodeInfo("DFT005", Severity.INFO, "weights not inspected (config-only source, or shards not available offline)"),
     CodeInfo("DFT007", Severity.INFO, "the Hub was unreachable: the draft was read from the local cache"),
     CodeInfo("DFT006", Severity.ERROR, "config value has the wrong type or is out of range"),
+    CodeInfo(
+        "DFT008",
+        Severity.WARNING,
+        "architecture an engine release serves that dflash-tools reads no config of: nothing about it is checked",
+    ),
+    CodeInfo("DFT009", Severity.WARNING, "config keys dflash-tools does not know (they may change the draft's math)"),
     CodeInfo("DFT010", Severity.ERROR, "block_size missing, not a positive int, or two locations disagree"),
     CodeInfo("DFT011", Severity.WARNING, "sample_from_anchor not explicit (inferred or defaulted)"),
     CodeInfo(
@@ -54,6 +60,11 @@ _CATALOGUE: tuple[CodeInfo, ...] = (
     CodeInfo("DFT032", Severity.ERROR, "vocabulary mismatch with the target, or mask_token_id out of range"),
     CodeInfo("DFT033", Severity.WARNING, "layer ids look shifted by one (z-lab / speculators convention mixed up)"),
     CodeInfo("DFT034", Severity.WARNING, "RoPE settings differ from the target's"),
+    CodeInfo(
+        "DFT035",
+        Severity.INFO,
+        "config feature engine releases treat differently (warning where one ignores or refuses it)",
+    ),
     CodeInfo("DFT040", Severity.WARNING, "speculators draft whose full-attention layers vLLM will run causally"),
     CodeInfo("DFT041", Severity.WARNING, "layout or algorithm the selected vLLM runner cannot serve as declared"),
     CodeInfo("DFT055", Severity.INFO, "sliding layers see other context keys served (vLLM) than trained (speculators)"),

@@ -136,7 +136,7 @@ EDGE_CASES: dict[str, tuple[str, Callable[[Config], None]]] = {
     "conv-unpaired": ("zlab-dflash2", _set("dflash_config.conv_group_size", 0)),
     "selector-unpaired": ("zlab-dflash2", _set("dflash_config.selector_top_k", 0)),
     "output-multiplier-zero": ("zlab-dflash2", _set("dflash_config.output_multiplier", 0.0)),
-    "layer-id-out-of-range": ("zlab-dflash", _set("dflash_config.target_layer_ids", [1, 4])),
+    "layer-id-out-of-range": ("zlab-dflash", _set("dflash_config.target_layer_ids", [1, 5])),
     "no-sliding-window": ("zlab-dflash", _set("sliding_window", None)),
     "speculators-dspark-no-sfa": ("speculators-dspark", _drop_sfa),
 }

@@ -29,7 +29,7 @@ ALLOWED: dict[str, set[str]] = {
     "files": set(),
     "reading": {"files"},
     "draft": {"reading", "files"},
-    "dialects": {"draft"},
+    "dialects": {"draft", "engine_rules"},
     "inspect": {"dialects", "draft", "reading"},
     "convert": {"inspect", "dialects", "draft", "reading", "files", "engine_rules", "serving"},
     "testing": {"reading", "reference_engine"},

@@ -292,8 +292,7 @@ def render_report(
         )
     print_fixes(console, fixes)
     if engines and not quiet:
-        errors = [f.code for f in report.findings if f.severity is Severity.ERROR]
-        print_launches(console, engines, list(dict.fromkeys(errors)))
+        print_launches(console, engines, launch_blockers(report.findings))
     if not quiet:
         print_normalization(console, report)
     print_line(console, _verdict(report))
@@ -438,15 +437,33 @@ def render_summary(
     print_line(console, verdict_line)
 
 
-def print_launches(console: Console, engines: dict[str, dict[str, Any]], blocked: list[str] | None = None) -> None:
+def launch_blockers(findings: list[Any]) -> dict[str, list[str]]:
+    """The error codes that keep each launch line from being pasteable: an error that names an
+    engine release (`values["engine"]`) blocks that release's line only; any other error blocks
+    every line (key ""). A line that would serve a broken draft is printed commented out."""
+    blockers: dict[str, list[str]] = {}
+    for finding in findings:
+        if finding.severity is Severity.ERROR:
+            codes = blockers.setdefault(str(finding.values.get("engine", "")), [])
+            if finding.code not in codes:
+                codes.append(finding.code)
+    return blockers
+
+
+def print_launches(
+    console: Console, engines: dict[str, dict[str, Any]], blockers: dict[str, list[str]] | None = None
+) -> None:
     """Each engine's launch line, whole and pasteable (`print_command`), after a `#` comment naming
-    it; while the draft has errors (`blocked`: their codes) the lines are printed commented out."""
+    it; a line that an error finding blocks (`launch_blockers`) is printed commented out."""
+    blockers = blockers or {}
+    everywhere = blockers.get("", [])
     heading = "launch (copy a command line and run it):"
-    if blocked:
-        heading = f"launch (not to run until {', '.join(blocked)} above is fixed; lines kept as comments):"
+    if everywhere:
+        heading = f"launch (not to run until {', '.join(everywhere)} above is fixed; lines kept as comments):"
     print_line(console, heading, style="bold")
     for view in engines.values():
         spec = f"{view['engine']}=={view['version']}"
+        blocked = [*everywhere, *(c for c in blockers.get(spec, []) if c not in everywhere)]
         command = view.get("launch_command")
         if not command:
             why = f": {view['outcome']}" if view["outcome"] not in ("served", "served-with-plugin") else ""
@@ -454,5 +471,7 @@ def print_launches(console: Console, engines: dict[str, dict[str, Any]], blocked
             continue
         placeholders = view.get("launch_placeholders") or []
         note = f"; replace {', '.join(placeholders)} with the target model first" if placeholders else ""
+        if blocked and not everywhere:
+            note += f"; not to run until {', '.join(blocked)} above is fixed"
         print_comment(console, f"{spec}{note}")
         print_command(console, command, commented=bool(blocked))

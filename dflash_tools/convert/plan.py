@@ -240,7 +240,7 @@ def plan_conversion(
     )
     if engines:
         plan.engines = _check_engines(plan, output_desc, engines)
-    plan.tensor_changes = _tensor_changes(loaded, output_desc, destination, cross)
+    plan.tensor_changes = _tensor_changes(loaded, desc, output_desc, destination, cross)
     if not loaded.weights_inspected:
         warnings.append("weights were not inspected (no safetensors headers): only config.json is converted")
     return plan
@@ -316,12 +316,30 @@ def _describe(config: dict[str, Any]) -> tuple[DraftDescription | None, str]:
 
 
 def _tensor_changes(
-    loaded: LoadedCheckpoint, output_desc: DraftDescription, destination: str, cross: bool
+    loaded: LoadedCheckpoint, desc: DraftDescription, output_desc: DraftDescription, destination: str, cross: bool
 ) -> list[TensorChange]:
     expected = {t.name for t in expected_tensors(output_desc) if t.requirement is not Requirement.FORBIDDEN}
     changes: list[TensorChange] = []
     taken = set(loaded.tensors)
+    # Tensors a format names its own way (DialectSpec.tensor_names): across formats, the
+    # destination's name (engines load either; each format's own code expects its own).
+    zlab_names = {own: zlab for zlab, own in desc.spec.tensor_names.items()}
+    own_names = output_desc.spec.tensor_names if cross else {}
     for name, tensor in loaded.tensors.items():
+        if cross:
+            wanted = own_names.get(zlab_names.get(name, name), zlab_names.get(name, name))
+            if wanted != name and wanted in expected and wanted not in taken:
+                taken.add(wanted)
+                changes.append(
+                    TensorChange(
+                        name,
+                        "rename",
+                        tensor.file,
+                        f"the {output_desc.spec.title} format names it {wanted}",
+                        wanted,
+                    )
+                )
+                continue
         if name.startswith("verifier_"):
             changes.append(
                 TensorChange(

@@ -1,6 +1,8 @@
-"""Translate between z-lab and speculators: refuse what would change behaviour, then render.
+"""Translate between the formats with a writer (z-lab, speculators, the Muse Glimmer assistant):
+refuse what would change behaviour, then render.
 
-The writers live in `dialects` (one per format); this module adds convert's side: which drafts
+The writers live in `dialects` (one per format, each saying which formats it renders from and
+what it cannot render: `dialects.render_refusal`); this module adds convert's side: which drafts
 may cross (`check_cross_dialect`), the restore record that makes a round trip exact, and the
 decisions that tell the user what was mapped.
 """
@@ -24,16 +26,22 @@ from dflash_tools.findings import brief_list
 # exactly (key order, auto_map, token ids, versions...). Engines and both dialects' loaders
 # ignore unknown top-level keys.
 RESTORE_KEY = "dflash_tools_restore"
-TARGET_FAMILIES = tuple(dialects.WRITERS)  # ("zlab", "speculators"): the dialects with a writer
+TARGET_FAMILIES = tuple(dialects.WRITERS)  # the dialects with a writer
 
 
 def check_cross_dialect(desc: DraftDescription, destination: str) -> None:
     """Refuse every translation that would change behaviour without saying so (docs/rules.md, "Dialects")."""
-    family = desc.dialect.family
-    if family not in TARGET_FAMILIES or desc.algorithm not in (Algorithm.DFLASH, Algorithm.DFLASH2):
+    if desc.algorithm not in (Algorithm.DFLASH, Algorithm.DFLASH2):
         raise OperationError(
-            f"--to {destination}: cross-dialect conversion covers z-lab <-> speculators DFlash and DFlash2 drafts, "
+            f"--to {destination}: cross-dialect conversion covers DFlash and DFlash2 drafts, "
             f"and this is a {desc.dialect.value} draft",
+            "drop --to to normalize it in its own dialect",
+        )
+    refusal = dialects.render_refusal(destination, desc)
+    if refusal is not None:
+        raise OperationError(
+            f"--to {destination}: cross-dialect conversion covers the pairs of formats with a writer that map without "
+            f"loss, and {refusal}; this is a {desc.dialect.value} draft",
             "drop --to to normalize it in its own dialect",
         )
     vocab, draft_vocab = desc.decoder.vocab_size, desc.draft_vocab_size
@@ -151,17 +159,45 @@ def render_cross(
                 f"the source config is kept under {RESTORE_KEY}, so converting back restores it exactly",
             )
         )
-    shift = "+1" if destination == "speculators" else "-1"
-    decisions.append(
-        Decision(
-            "layer ids",
-            [i + 1 for i in desc.target_layer_ids] if destination == "speculators" else list(desc.target_layer_ids),
-            "mapped",
-            f"layer ids shifted by {shift}: z-lab dflash_config.target_layer_ids {brief_list(desc.target_layer_ids)} <-> "
-            f"speculators aux_hidden_state_layer_ids {brief_list([i + 1 for i in desc.target_layer_ids])}",
+    source_spec, destination_spec = desc.spec, dialects.WRITERS[destination].SPEC
+    offset = destination_spec.layer_id_offset - source_spec.layer_id_offset
+    if offset:
+        shifted = [i + destination_spec.layer_id_offset for i in desc.target_layer_ids]
+        decisions.append(
+            Decision(
+                "layer ids",
+                shifted,
+                "mapped",
+                f"layer ids shifted by {offset:+d}: {source_spec.title} "
+                f"{brief_list([i + source_spec.layer_id_offset for i in desc.target_layer_ids])} -> "
+                f"{destination_spec.title} {brief_list(shifted)}",
+            )
         )
-    )
-    if destination == "speculators":
+    if source_spec.causality is destination_spec.causality:
+        # Both formats state causality with is_causal (z-lab, the Muse Glimmer assistant): the
+        # writer spells it the way its format defaults it.
+        causal = desc.is_causal
+        decisions.append(
+            Decision(
+                "is_causal",
+                causal,
+                "mapped",
+                f"is_causal = {str(causal).lower()} ({source_spec.title}), written as {destination_spec.title} states it"
+                if causal is not None
+                else "no is_causal (sliding layers causal, full-attention layers bidirectional), written as "
+                f"{destination_spec.title} states it",
+            )
+        )
+        if target is not None:
+            decisions.append(
+                Decision(
+                    "num_target_layers",
+                    target.num_hidden_layers,
+                    "flag",
+                    f"num_target_layers from --target {target.source}",
+                )
+            )
+    elif destination == "speculators":
         non_causal = desc.is_causal is False
         origin = (
             "is_causal: false"

@@ -1,25 +1,34 @@
 """Dialect registry: detection by markers (never by repository name) and dispatch.
 
-One module per config format (z-lab, speculators, Open Spec, native DSpark). Each exports its
-`SPEC` (`draft.dialect_spec.DialectSpec`: its dialects, markers, where its keys sit, its
-defaults) and the functions of `DialectModule`: `detect`, `read` (into one
-`draft.description.DraftDescription`) and `normalize`; z-lab and speculators also render a
-description read from the other (`DialectWriter`). `_MODULES` below is the one place a dialect
-is registered (docs/adding-a-dialect.md).
+One module per config format (z-lab, speculators, Open Spec, native DSpark, the Muse Glimmer
+assistant). Each exports its `SPEC` (`draft.dialect_spec.DialectSpec`: its dialects, markers,
+where its keys sit, its defaults) and the functions of `DialectModule`: `detect`, `read` (into
+one `draft.description.DraftDescription`) and `normalize`; the writers also render a description
+read from another format (`DialectWriter`). `_MODULES` below is the one place a dialect is
+registered (docs/adding-a-dialect.md).
 
-Imports: `draft` (description, dialect_spec, geometry, config_keys), `findings`. A dialect module
-imports `_common` and `draft` only: never another dialect module, nor this registry.
+`read` also says what no dialect reads: an architecture an engine release registers but no
+dialect reads is refused by name (DFT008, from the engine tables' architecture rows), the
+features engines treat differently are reported (`features`, DFT035), and keys nothing explains
+are named (`key_census`, DFT009).
+
+Imports: `draft` (description, dialect_spec, geometry, config_keys), `engine_rules`, `findings`. A
+dialect module imports `_common` and `draft` only: never another dialect module, nor this registry.
 """
 
 from __future__ import annotations
 
 from typing import Any, Protocol
 
-from dflash_tools.dialects import dspark_native, open_spec, speculators, zlab
-from dflash_tools.dialects._common import ConfigInvalid
+from dflash_tools.dialects import dspark_native, muse_glimmer, open_spec, speculators, zlab
+from dflash_tools.dialects._common import ConfigInvalid, architectures
+from dflash_tools.dialects.features import feature_findings
+from dflash_tools.dialects.key_census import unknown_key_findings
 from dflash_tools.draft.description import Dialect, DraftDescription
 from dflash_tools.draft.dialect_spec import DialectSpec
 from dflash_tools.draft.geometry import Geometry
+from dflash_tools.engine_rules import ENGINE_RULES
+from dflash_tools.findings import make_finding
 
 
 class DialectModule(Protocol):
@@ -38,7 +47,16 @@ class DialectModule(Protocol):
 
 
 class DialectWriter(DialectModule, Protocol):
-    """A dialect that `convert --to` can translate into (and out of)."""
+    """A dialect that `convert --to` can translate into (and out of).
+
+    `TRANSLATES_FROM`: the families whose drafts it renders without loss; `cannot_render` says why
+    one description cannot be (None: it can).
+    """
+
+    TRANSLATES_FROM: frozenset[str]
+
+    def cannot_render(self, desc: DraftDescription) -> str | None:
+        """Why `desc` has no lossless form in this dialect, or None."""
 
     def decoder_config(self, config: dict[str, Any]) -> dict[str, Any]:
         """The decoder fields of a config in this dialect."""
@@ -57,10 +75,10 @@ class DialectWriter(DialectModule, Protocol):
 
 
 # Order matters: speculators and Open Spec configs may also carry z-lab architecture names.
-_MODULES: tuple[DialectModule, ...] = (speculators, open_spec, zlab, dspark_native)
+_MODULES: tuple[DialectModule, ...] = (speculators, open_spec, muse_glimmer, zlab, dspark_native)
 
 # The dialects a config can be translated into (convert --to), by family.
-_WRITER_MODULES: tuple[DialectWriter, ...] = (zlab, speculators)
+_WRITER_MODULES: tuple[DialectWriter, ...] = (zlab, speculators, muse_glimmer)
 WRITERS: dict[str, DialectWriter] = {module.SPEC.family: module for module in _WRITER_MODULES}
 
 SPECS: tuple[DialectSpec, ...] = tuple(module.SPEC for module in _MODULES)
@@ -72,6 +90,7 @@ __all__ = [
     "DialectModule",
     "DialectWriter",
     "UnknownDialect",
+    "UnreadArchitecture",
     "by_name",
     "detect",
     "markers",
@@ -79,12 +98,51 @@ __all__ = [
     "normalize",
     "read",
     "render",
+    "render_refusal",
     "spec_for_family",
+    "unread_architecture",
 ]
 
 
 class UnknownDialect(Exception):
     pass
+
+
+class UnreadArchitecture(ConfigInvalid):
+    """A DFlash-family architecture an engine release serves, which no dialect reads (DFT008)."""
+
+
+def unread_architecture(config: dict[str, Any]) -> str | None:
+    """The config's architecture that an engine table registers and no dialect reads, or None.
+
+    An architecture a dialect reads (a row with a `family`) is not one: a config of it that no
+    dialect detects is malformed, and the markers say what is missing (DFT002)."""
+    for name in architectures(config):
+        rows = [row for rules in ENGINE_RULES.values() if (row := rules.architecture(name)) is not None]
+        if rows and all(row.family is None for row in rows):
+            return name
+    return None
+
+
+def _unread_finding(name: str) -> UnreadArchitecture:
+    rows = [(spec, rules.architecture(name)) for spec, rules in ENGINE_RULES.items()]
+    served = [(spec, row) for spec, row in rows if row is not None]
+    note = next((row.note for _, row in served if row.note), "")
+    releases = ", ".join(f"{spec} ({row.loader})" for spec, row in served)
+    return UnreadArchitecture(
+        [
+            make_finding(
+                "DFT008",
+                f"architectures names {name}, a DFlash-family draft that {releases} serve{'s' if len(served) == 1 else ''}"
+                f", but dflash-tools reads no config of it{': ' + note if note else ''}. Its geometry, layout, keys, "
+                "layer ids and weights are not checked",
+                "serve it with the releases above and check acceptance with `dflash-tools smoke-test`; "
+                "docs/engines.md lists every architecture each release registers",
+                keys=("architectures",),
+                values={"architecture": name, "releases": [spec for spec, _ in served]},
+            )
+        ]
+    )
 
 
 def markers() -> list[str]:
@@ -117,11 +175,19 @@ def module_for(dialect: Dialect) -> DialectModule:
 
 
 def read(config: dict[str, Any]) -> DraftDescription:
-    """Detect and read; raises UnknownDialect or ConfigInvalid."""
+    """Detect and read; raises UnknownDialect, or ConfigInvalid (UnreadArchitecture for an
+    architecture an engine serves that no dialect reads). The description's reader findings end
+    with the features it uses (DFT035) and the keys nothing explains (DFT009)."""
     dialect = detect(config)
     if dialect is None:
+        name = unread_architecture(config)
+        if name is not None:
+            raise _unread_finding(name)
         raise UnknownDialect("; ".join(markers()))
-    return module_for(dialect).read(config, dialect)
+    desc = module_for(dialect).read(config, dialect)
+    desc.reader_findings.extend(feature_findings(config, desc))
+    desc.reader_findings.extend(unknown_key_findings(config, dialect.spec))
+    return desc
 
 
 def normalize(description: DraftDescription, geometry: Geometry) -> dict[str, Any]:
@@ -129,7 +195,18 @@ def normalize(description: DraftDescription, geometry: Geometry) -> dict[str, An
     return module_for(description.dialect).normalize(description.raw_config, geometry)
 
 
+def render_refusal(family: str, description: DraftDescription) -> str | None:
+    """Why the description cannot be written as a `family` config without loss (None: it can)."""
+    writer = WRITERS.get(family)
+    if writer is None:
+        return f"dflash-tools writes no {family} config"
+    source = description.dialect.family
+    if source not in WRITERS or source not in writer.TRANSLATES_FROM:
+        return f"{writer.SPEC.title} configs are written from {', '.join(sorted(writer.TRANSLATES_FROM))} only"
+    return writer.cannot_render(description)
+
+
 def render(family: str, description: DraftDescription, geometry: Geometry, **options: Any) -> dict[str, Any]:
-    """The description written as a `family` config ("zlab" or "speculators"), whatever its own dialect."""
+    """The description written as a `family` config (a writer's), whatever its own dialect."""
     decoder = WRITERS[description.dialect.family].decoder_config(description.raw_config)
     return WRITERS[family].render(description, geometry, decoder=decoder, **options)

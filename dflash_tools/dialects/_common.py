@@ -312,3 +312,25 @@ def layout_values(config: dict[str, Any], spec: DialectSpec) -> dict[str, Any]:
 
 def block_size_values(config: dict[str, Any], spec: DialectSpec) -> dict[str, Any]:
     return stated(config, spec.keys.block_size)
+
+
+def set_path(config: dict[str, Any], path: str, value: Any) -> None:
+    """Write `value` at a dotted path, making the objects on the way (a non-object is replaced)."""
+    node = config
+    *parents, last = path.split(".")
+    for part in parents:
+        child = node.get(part)
+        if not isinstance(child, dict):
+            child = {}
+            node[part] = child
+        node = child
+    node[last] = value
+
+
+def write_layout(config: dict[str, Any], spec: DialectSpec, sample_from_anchor: bool, paths: tuple[str, ...]) -> None:
+    """The layout written at `paths` (where the format's engines read it), and every other
+    declaration the file already makes, whatever its spelling, set to the same value: a file that
+    also says `query_zero_predicts_next` or `shift_label` keeps saying it, consistently (all three
+    mean anchor-first when true; docs/rules.md, "How sample_from_anchor is decided")."""
+    for path in (*paths, *layout_values(config, spec)):
+        set_path(config, path, sample_from_anchor)

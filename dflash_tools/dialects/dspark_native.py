@@ -21,6 +21,7 @@ from dflash_tools.dialects._common import (
     block_size_values,
     layout_values,
     read_decoder,
+    write_layout,
 )
 from dflash_tools.draft.description import Algorithm, Dialect, DraftDescription, DSparkSpec, LayoutEvidence
 from dflash_tools.draft.dialect_spec import Causality, DialectKeys, DialectSpec, LayoutKey
@@ -29,7 +30,8 @@ from dflash_tools.draft.geometry import Geometry
 SPEC = DialectSpec(
     family="dspark-native",
     title="native DSpark",
-    markers="architectures [Qwen3DSparkModel], [Gemma4DSparkModel] or [DSparkDraftModel]",
+    markers="architectures [Qwen3DSparkModel], [Gemma4DSparkModel] or [DSparkDraftModel] (or Qwen3OmniDSparkModel, "
+    "LingDSparkModel, Lfm2DSparkDraftModel: the same layers)",
     # No layout key means anchor-first: vLLM's default (vllm/v1/worker/gpu/spec_decode/dspark/speculator.py).
     dialects=(Dialect("dspark-native", Algorithm.DSPARK, sample_from_anchor_default=True),),
     keys=DialectKeys(
@@ -44,7 +46,17 @@ SPEC = DialectSpec(
     lowest_layer_id=-1,  # -1 is the embedding output
 )
 (DSPARK_NATIVE,) = SPEC.dialects
-_ARCHITECTURES = {"Qwen3DSparkModel", "Gemma4DSparkModel", "DSparkDraftModel"}
+# Qwen3OmniDSparkModel is Qwen3DSparkModel's class in vLLM (vllm/model_executor/models/registry.py);
+# LingDSparkModel and Lfm2DSparkDraftModel are DSparkDraftModel's in SGLang (sglang/srt/models/dspark.py,
+# lfm2_dspark.py).
+_ARCHITECTURES = {
+    "Qwen3DSparkModel",
+    "Gemma4DSparkModel",
+    "DSparkDraftModel",
+    "Qwen3OmniDSparkModel",
+    "LingDSparkModel",
+    "Lfm2DSparkDraftModel",
+}
 
 
 def detect(config: dict[str, Any]) -> Dialect | None:
@@ -107,7 +119,9 @@ def is_deepspec_dflash(config: dict[str, Any]) -> bool:
 
 
 def normalize(config: dict[str, Any], geometry: Geometry) -> dict[str, Any]:
+    """block_size, and the layout written explicitly where vLLM and SGLang read it (their defaults
+    for a missing key disagree with other DSpark tools'); another spelling the file uses is kept."""
     out = copy.deepcopy(config)
     out["block_size"] = geometry.block_size
-    out["sample_from_anchor"] = geometry.sample_from_anchor
+    write_layout(out, SPEC, geometry.sample_from_anchor, ("sample_from_anchor",))
     return out

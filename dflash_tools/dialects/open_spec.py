@@ -9,7 +9,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from dflash_tools.dialects._common import ConfigInvalid, ConfigView, layout_values, read_decoder
+from dflash_tools.dialects._common import ConfigInvalid, ConfigView, layout_values, read_decoder, write_layout
 from dflash_tools.draft.description import Algorithm, Dialect, DraftDescription
 from dflash_tools.draft.dialect_spec import Causality, DialectKeys, DialectSpec, LayoutKey, ProposalCount
 from dflash_tools.draft.geometry import Geometry
@@ -82,5 +82,5 @@ def normalize(config: dict[str, Any], geometry: Geometry) -> dict[str, Any]:
     out = copy.deepcopy(config)
     spec = out.setdefault("speculative_config", {})
     spec["speculative_tokens"] = geometry.max_speculative_tokens
-    spec["sample_from_anchor"] = geometry.sample_from_anchor
+    write_layout(out, SPEC, geometry.sample_from_anchor, ("speculative_config.sample_from_anchor",))
     return out

@@ -21,6 +21,7 @@ from dflash_tools.dialects._common import (
     read_decoder,
     read_dflash2_keys,
     sliding_window_non_causal,
+    write_layout,
 )
 from dflash_tools.draft.description import Algorithm, Dialect, DraftDescription, DSparkSpec
 from dflash_tools.draft.dialect_spec import Causality, DialectKeys, DialectSpec, LayoutKey, ProposalCount
@@ -151,7 +152,7 @@ def normalize(config: dict[str, Any], geometry: Geometry) -> dict[str, Any]:
     """Top-level `block_size` and `sample_from_anchor`, every proposal's K = K_max."""
     out = copy.deepcopy(config)
     out["block_size"] = geometry.block_size
-    out["sample_from_anchor"] = geometry.sample_from_anchor
+    write_layout(out, SPEC, geometry.sample_from_anchor, ("sample_from_anchor",))
     spec = out.get("speculators_config")
     if isinstance(spec, dict) and isinstance(spec.get("proposal_methods"), list):
         for method in spec["proposal_methods"]:
@@ -166,6 +167,16 @@ def normalize(config: dict[str, Any], geometry: Geometry) -> dict[str, Any]:
 
 _ARCHITECTURE = {Algorithm.DFLASH: "DFlashDraftModel", Algorithm.DFLASH2: "DFlash2DraftModel"}
 _CONV_KEYS = ("conv_kernel_size", "conv_group_size", "selector_rank", "selector_top_k")
+# The families whose drafts this writer renders without loss (docs/convert.md).
+TRANSLATES_FROM = frozenset({"zlab"})
+
+
+def cannot_render(desc: DraftDescription) -> str | None:
+    if desc.algorithm not in _ARCHITECTURE:
+        return f"speculators conversion supports DFlash and DFlash2, not {desc.algorithm.value}"
+    return None
+
+
 # Top-level keys that belong to speculators itself (not the nested decoder config).
 SPECULATORS_KEYS = frozenset(
     {

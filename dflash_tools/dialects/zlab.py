@@ -1,5 +1,10 @@
 """z-lab native dialects: DFlash (`DFlashDraftModel`) and DFlash2 (`DFlash2DraftModel`).
 
+The DFlash2 architectures that engines load with z-lab's DFlash2 keys and weights are read as
+DFlash2 too: `DFlash2BeamDraftModel` (vllm/models/beam; SGLang's alias), `DFlash2RicursiveDraftModel`
+(DFlash2 with NoPE layers, vllm/model_executor/models/ricursive_dflash2.py) and
+`MiniMaxDFlash2DraftModel` (SGLang's alias, sglang/srt/models/dflash.py).
+
 Decoder fields sit at the top level; algorithm keys in `dflash_config`. Older DFlash releases keep
 `block_size` at the top level, newer ones in `dflash_config`; vLLM 0.33.0 reads
 `sample_from_anchor` and the DFlash2 keys only from `dflash_config`.
@@ -21,6 +26,7 @@ from dflash_tools.dialects._common import (
     read_decoder,
     read_dflash2_keys,
     sliding_window_non_causal,
+    write_layout,
 )
 from dflash_tools.draft.description import Algorithm, Dialect, DraftDescription
 from dflash_tools.draft.dialect_spec import Causality, DialectKeys, DialectSpec, LayoutKey
@@ -29,7 +35,8 @@ from dflash_tools.draft.geometry import Geometry
 SPEC = DialectSpec(
     family="zlab",
     title="z-lab",
-    markers="architectures [DFlashDraftModel] or [DFlash2DraftModel] with dflash_config",
+    markers="architectures [DFlashDraftModel] or [DFlash2DraftModel] (or a DFlash2 variant: Beam, Ricursive, "
+    "MiniMax) with dflash_config",
     dialects=(Dialect("zlab-dflash", Algorithm.DFLASH), Dialect("zlab-dflash2", Algorithm.DFLASH2)),
     keys=DialectKeys(
         decoder=("",),
@@ -51,14 +58,17 @@ SPEC = DialectSpec(
 )
 ZLAB_DFLASH, ZLAB_DFLASH2 = SPEC.dialects
 
+DFLASH2_ARCHITECTURES = frozenset(
+    {"DFlash2DraftModel", "DFlash2BeamDraftModel", "DFlash2RicursiveDraftModel", "MiniMaxDFlash2DraftModel"}
+)
 DFLASH2_SCALARS = ("input_embedding_scale", "output_multiplier", "final_logit_softcapping")
 
 
 def detect(config: dict[str, Any]) -> Dialect | None:
     if "speculators_model_type" in config or "open_spec_config_version" in config:
         return None
-    archs = architectures(config)
-    if "DFlash2DraftModel" in archs:
+    archs = set(architectures(config))
+    if DFLASH2_ARCHITECTURES & archs:
         return ZLAB_DFLASH2
     if "DFlashDraftModel" in archs:
         return ZLAB_DFLASH
@@ -111,22 +121,34 @@ def read(config: dict[str, Any], dialect: Dialect) -> DraftDescription:
     )
 
 
+def is_domino(config: dict[str, Any]) -> bool:
+    """A Domino draft (`projector_type: domino`, nested or at the top level)."""
+    nested = config.get("dflash_config")
+    value = nested.get("projector_type") if isinstance(nested, dict) else None
+    return (value if value is not None else config.get("projector_type")) == "domino"
+
+
 def normalize(config: dict[str, Any], geometry: Geometry) -> dict[str, Any]:
     """Write B and SFA in every place an engine reads them; leave everything else as it was.
 
     Top-level `block_size` (older z-lab code, llama.cpp converters) and `dflash_config.block_size`
-    (newer z-lab code) both get the value; `dflash_config.sample_from_anchor` is what vLLM reads,
-    the top-level mirror is for tools that read flat keys.
+    (newer z-lab code) both get the value. The layout is always written explicitly:
+    `dflash_config.sample_from_anchor` is what vLLM reads, the top-level mirror is for tools that
+    read flat keys, and a Domino draft also gets `dflash_config.shift_label`, the spelling SGLang's
+    Domino path reads (sglang/srt/speculative/dflash_utils.py); any other spelling the file already
+    uses is kept, with the same value.
     """
     out = copy.deepcopy(config)
     out["block_size"] = geometry.block_size
     out["sample_from_anchor"] = geometry.sample_from_anchor
     dflash = out.get("dflash_config")
     if not isinstance(dflash, dict):
-        dflash = {}
-        out["dflash_config"] = dflash
-    dflash["block_size"] = geometry.block_size
-    dflash["sample_from_anchor"] = geometry.sample_from_anchor
+        out["dflash_config"] = {}
+    out["dflash_config"]["block_size"] = geometry.block_size
+    paths: tuple[str, ...] = ("dflash_config.sample_from_anchor", "sample_from_anchor")
+    if is_domino(config):
+        paths = (*paths, "dflash_config.shift_label")
+    write_layout(out, SPEC, geometry.sample_from_anchor, paths)
     return out
 
 
@@ -158,6 +180,14 @@ DFLASH2_SCALAR_DEFAULTS: dict[str, float | None] = {
     "final_logit_softcapping": None,
 }
 _ARCHITECTURE = {Algorithm.DFLASH: "DFlashDraftModel", Algorithm.DFLASH2: "DFlash2DraftModel"}
+# The families whose drafts this writer renders without loss (docs/convert.md).
+TRANSLATES_FROM = frozenset({"speculators", "muse-glimmer"})
+
+
+def cannot_render(desc: DraftDescription) -> str | None:
+    if desc.algorithm not in _ARCHITECTURE:
+        return f"z-lab has no form for {desc.algorithm.value} drafts"
+    return None
 
 
 def decoder_config(config: dict[str, Any]) -> dict[str, Any]:
@@ -197,6 +227,7 @@ def render(
     raw = desc.raw_config
     decoder = dict(decoder)
     decoder.setdefault("model_type", desc.decoder.model_type or "qwen3")
+    decoder.setdefault("vocab_size", desc.decoder.vocab_size)
     base = base_config or {}
     base_dflash = base.get("dflash_config") if isinstance(base.get("dflash_config"), dict) else {}
     assert isinstance(base_dflash, dict)
@@ -231,6 +262,12 @@ def render(
                 dflash[key] = value
     if desc.target_hidden_size is not None:
         dflash["target_hidden_size"] = desc.target_hidden_size
+    source_nested = raw.get("dflash_config")
+    if isinstance(source_nested, dict):
+        # A source that keeps algorithm keys in dflash_config too (the Muse Glimmer assistant
+        # format): the keys this writer does not decide (sinks, value scale, use_swa) stay there.
+        for key, value in source_nested.items():
+            dflash.setdefault(key, value)
     dflash["sample_from_anchor"] = geometry.sample_from_anchor
     top["dflash_config"] = dflash
     if "transformers_version" in raw:

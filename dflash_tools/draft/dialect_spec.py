@@ -167,6 +167,9 @@ class DialectSpec:
     loaded_by_architecture: bool = True
     # What to do when an engine reads no config of this format, per algorithm (None: any).
     unread_hints: Mapping[Algorithm | None, str] = field(default_factory=dict)
+    # Tensors the format names its own way: the z-lab name -> the format's. Engines load either
+    # name (they rename the format's when they load it), so a checkpoint may use both spellings.
+    tensor_names: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for dialect in self.dialects:

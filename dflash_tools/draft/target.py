@@ -110,6 +110,10 @@ def _positive(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
+# A bound on num_hidden_layers: the per-layer attention kinds are one entry per layer.
+_MAX_LAYERS = 1 << 16
+
+
 class _Unreadable(Exception):
     """A key the attention geometry needs, missing or not a positive integer."""
 
@@ -173,6 +177,11 @@ def target_from_config(config: dict[str, Any], source: str, location: str) -> Ta
     except _Unreadable as exc:
         raise SourceError(f"target {location}: {exc}", "pass the target model's own config.json") from None
     layers = values["num_hidden_layers"]
+    if layers > _MAX_LAYERS:
+        raise SourceError(
+            f"target {location}: num_hidden_layers is {layers}, more layers than any model has (at most {_MAX_LAYERS})",
+            "pass the target model's own config.json",
+        )
     try:
         attention: dict[str, Any] = _attention(config, values["hidden_size"], layers, multimodal)
         problem = None

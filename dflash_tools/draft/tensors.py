@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
@@ -100,7 +100,23 @@ def expected_tensors(desc: DraftDescription) -> list[ExpectedTensor]:
         ]
     if desc.algorithm is Algorithm.DSPARK and desc.dspark is not None:
         out += _dspark_tensors(desc)
+    renamed = desc.spec.tensor_names
+    if renamed:
+        out = [replace(t, name=renamed.get(t.name, t.name)) for t in out]
     return out
+
+
+def _canonical_view(desc: DraftDescription, tensors: dict[str, TensorHeader]) -> dict[str, TensorHeader]:
+    """Stored tensors keyed by the names the format expects: a format that names some tensors its
+    own way (`DialectSpec.tensor_names`) may store the z-lab name instead, which engines load too."""
+    renamed = desc.spec.tensor_names
+    if not renamed:
+        return tensors
+    view = dict(tensors)
+    for zlab_name, own in renamed.items():
+        if zlab_name in view and own not in view:
+            view[own] = view.pop(zlab_name)
+    return view
 
 
 def _dspark_tensors(desc: DraftDescription) -> list[ExpectedTensor]:
@@ -239,6 +255,7 @@ def compare(desc: DraftDescription, tensors: dict[str, TensorHeader]) -> list[Fi
     """DFT020 missing, DFT021 unexpected, DFT022 wrong shape, DFT023 dtype oddities (DFT024 quantized)."""
     findings: list[Finding] = []
     expected = {t.name: t for t in expected_tensors(desc)}
+    tensors = _canonical_view(desc, tensors)
     method = quantization_method(desc)
     unshaped: set[str] = set()
     if method is not None:

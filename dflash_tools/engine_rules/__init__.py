@@ -25,9 +25,11 @@ from dataclasses import dataclass
 
 from dflash_tools.engine_rules import _vllm_reads
 from dflash_tools.engine_rules._model import (
+    Architecture,
     Check,
     DraftTrait,
     EngineRules,
+    FeatureRule,
     FormatRule,
     KeyRead,
     LaunchFlag,
@@ -47,10 +49,12 @@ __all__ = [
     "VLLM_CPU_BUILD",
     "VLLM_V2_ENV",
     "VLLM_V2_ONLY",
+    "Architecture",
     "Check",
     "CpuBuild",
     "DraftTrait",
     "EngineRules",
+    "FeatureRule",
     "FormatRule",
     "KeyRead",
     "LaunchFlag",

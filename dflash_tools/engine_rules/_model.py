@@ -35,6 +35,9 @@ class Outcome(StrEnum):
     MISALIGNED = "misaligned"  # served without an error in the wrong layout: acceptance collapses
     UNSUPPORTED = "unsupported"  # the engine has no loader for it at all
     SERVED_WRONG = "served-wrong"  # served without an error, but not as trained (keys ignored, weights dropped)
+    # The release has a loader for the draft's architecture, but dflash-tools reads no config of it:
+    # nothing about how it is served is checked (DFT008).
+    UNCHECKED = "unchecked"
 
 
 @dataclass(frozen=True)
@@ -122,6 +125,52 @@ class Route:
     path: str
     architectures: tuple[str, ...]
     cite: str
+
+
+@dataclass(frozen=True)
+class Architecture:
+    """One DFlash-family `architectures[0]` value the release registers a loader for.
+
+    `algorithm` is what its drafts are ("dflash", "dflash2", "dspark"; the route gives the path);
+    `loader` the model class the release builds for it, as its registry names it; `cite` the file
+    (and the name in it) that registers it, which the tiers compare with the release's own
+    registry. `family`: the dialect family dflash-tools reads such configs with (None: no dialect
+    reads them, and inspect says so by name, DFT008). `note`: what the release's class reads or
+    does beyond the shapes dflash-tools knows; for an architecture no dialect reads, what goes
+    unchecked.
+    """
+
+    name: str
+    algorithm: str
+    loader: str
+    cite: str
+    family: str | None = None
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class FeatureRule:
+    """What the release does with a draft that uses one config feature (`dialects.features`).
+
+    `locations`: where the release reads the feature's key, first found wins (empty: the release
+    does not implement the feature). A draft that states the feature where the release reads it
+    gets `outcome`; one that states it only elsewhere, or that misses what `requires` names (a
+    condition `dialects.features.CONDITIONS` implements by name), gets `ignored`: what the release
+    does with the weights and math it does not build. `path`: the engine path the rule is for
+    (None: every path).
+    """
+
+    feature: str
+    locations: tuple[str, ...]
+    outcome: Outcome
+    cite: str
+    note: str = ""
+    ignored: Outcome = Outcome.SERVED_WRONG
+    requires: str = ""
+    path: str | None = None
+    # The outcome depends on the target's model class, which the draft does not name: the engine
+    # column warns (DFT075) instead of deciding the outcome.
+    target_dependent: bool = False
 
 
 @dataclass(frozen=True)
@@ -241,6 +290,10 @@ class EngineRules:
     # Where the dflash-tools engine view is built from (added with the SGLang table).
     formats: tuple[FormatRule, ...] = ()
     routes: tuple[Route, ...] = ()
+    # Every DFlash-family architecture the release registers (the tiers keep the list complete).
+    architectures: tuple[Architecture, ...] = ()
+    # What the release does with each config feature engines treat differently.
+    features: tuple[FeatureRule, ...] = ()
     keys: tuple[KeyRead, ...] = ()
     checks: tuple[Check, ...] = ()
     launch: tuple[LaunchFlag, ...] = ()
@@ -274,6 +327,15 @@ class EngineRules:
 
     def route(self, algorithm: str) -> Route | None:
         return next((route for route in self.routes if route.algorithm == algorithm), None)
+
+    def architecture(self, name: str | None) -> Architecture | None:
+        return next((row for row in self.architectures if row.name == name), None)
+
+    def feature(self, feature: str, path: str | None) -> FeatureRule | None:
+        """The rule for `feature` on `path` (a rule for that path wins over one for every path)."""
+        rules = [rule for rule in self.features if rule.feature == feature and rule.path in (path, None)]
+        rules.sort(key=lambda rule: rule.path is None)
+        return rules[0] if rules else None
 
     def key(self, key: str, path: str, family: str | None = None) -> KeyRead | None:
         """How `path` reads `key`; a rule for the config's dialect family wins over the general one."""
@@ -316,6 +378,8 @@ class EngineRules:
             *self.layouts,
             *self.formats,
             *self.routes,
+            *self.architectures,
+            *self.features,
             *self.keys,
             *self.checks,
             *self.launch,
@@ -325,3 +389,14 @@ class EngineRules:
             *self.v2_only,
         ]
         return [item.cite for item in items]
+
+
+def routes_of(architectures: tuple[Architecture, ...], paths: dict[str, str]) -> tuple[Route, ...]:
+    """The release's routes, one per algorithm: the architectures registered for it, citing the
+    files that register them."""
+    out = []
+    for algorithm, path in paths.items():
+        rows = [row for row in architectures if row.algorithm == algorithm]
+        cite = "; ".join(dict.fromkeys(row.cite for row in rows))
+        out.append(Route(algorithm, path, tuple(row.name for row in rows), cite))
+    return tuple(out)

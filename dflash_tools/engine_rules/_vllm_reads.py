@@ -10,6 +10,7 @@ File references are to the released wheel's `vllm/`.
 from __future__ import annotations
 
 from dflash_tools.engine_rules._model import (
+    Architecture,
     Check,
     DraftTrait,
     FormatRule,
@@ -23,6 +24,7 @@ from dflash_tools.engine_rules._model import (
     ServingDefault,
     ServingRule,
     WhenMissing,
+    routes_of,
 )
 
 _SPECULATOR = "vllm/v1/worker/gpu/spec_decode/dflash/speculator.py"
@@ -32,6 +34,7 @@ _MASK = "vllm/v1/worker/gpu/spec_decode/utils.py: get_parallel_drafting_token_id
 _DFLASH_MODEL = "vllm/model_executor/models/qwen3_dflash.py"
 _DFLASH2_MODEL = "vllm/model_executor/models/qwen3_dflash2.py"
 _REGISTRY = "vllm/model_executor/models/registry.py"
+_BEAM = "vllm/models/beam/nvidia/dflash2.py"
 _INTERFACES = "vllm/model_executor/models/interfaces.py"
 
 
@@ -54,24 +57,21 @@ FORMATS = (
         "not copied",
     ),
     FormatRule("dspark-native", True, _REGISTRY),
+    FormatRule(
+        "muse-glimmer",
+        True,
+        f"{_REGISTRY}; vllm/config/speculative.py: SpeculativeConfig.hf_config_override",
+        "served by the DFlash model; dflash_config.causal false and vocab_size 202048 are added when it is loaded",
+    ),
     FormatRule("open-spec", False, _REGISTRY, "speculative_config is not read and DflashDraftModel has no loader"),
 )
 
-ROUTES = (
-    Route(
-        "dflash",
-        "dflash",
-        ("DFlashDraftModel", "MuseGlimmerAssistantModel", "DFlashMuseGlimmerAssistantModel", "DFlashLagunaForCausalLM"),
-        _REGISTRY,
-    ),
-    Route("dflash2", "dflash", ("DFlash2DraftModel", "DFlash2BeamDraftModel"), _REGISTRY),
-    Route(
-        "dspark",
-        "dspark",
-        ("Qwen3DSparkModel", "Qwen3OmniDSparkModel", "DSparkDraftModel", "Gemma4DSparkModel", "MuseSparkDSparkModel"),
-        _REGISTRY,
-    ),
-)
+# The path each algorithm is served on; a route lists the architectures registered for it.
+PATHS = {"dflash": "dflash", "dflash2": "dflash", "dspark": "dspark"}
+
+
+def routes(architectures: tuple[Architecture, ...]) -> tuple[Route, ...]:
+    return routes_of(architectures, PATHS)
 
 
 def _dflash2_key(key: str, cite: str) -> tuple[KeyRead, KeyRead]:
@@ -273,6 +273,14 @@ def checks(*, speculators_cite: str = f"{_ALGOS}: update_dflash") -> tuple[Check
             ("layer_types", "sliding_window"),
             "a draft with sliding_attention layers sets dflash_config.swa_window_size or sliding_window",
             f"{_DFLASH_MODEL}: _resolve_layer_attention",
+        ),
+        Check(
+            "dflash2-beam",
+            "dflash",
+            ("layer_types", "is_causal", "dflash_config.final_logit_softcapping"),
+            "a DFlash2BeamDraftModel draft has only sliding_attention layers, is_causal false and a number in "
+            "dflash_config.final_logit_softcapping",
+            f"{_BEAM}: DFlash2BeamAttention.__init__; {_BEAM}: DFlash2BeamForCausalLM.__init__",
         ),
         Check(
             "layer-ids-in-range",

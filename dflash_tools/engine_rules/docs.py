@@ -30,8 +30,17 @@ present wins. *bonus*: query position 0 holds the last verified token and K + 1 
 K tokens; *anchor-first*: every position drafts, K positions for K tokens. Outcomes: `served`
 (as trained), `served-with-plugin` (as trained, only with the dflash-tools vLLM plugin),
 `refused` (the engine fails loudly), `misaligned` (served without an error in another layout
-than trained: acceptance collapses while the output stays correct), `unsupported` (no loader).
+than trained: acceptance collapses while the output stays correct), `unsupported` (no loader),
+`served-wrong` (served without an error, but keys or weights are dropped), `unchecked` (the
+release has a loader for the architecture, and dflash-tools reads no config of it: DFT008).
 Every rule cites the file of the released wheel it comes from (and the function, where one).
+
+*Architectures* lists every DFlash-family architecture the release registers, and which
+dialect reads its configs (docs/adding-a-dialect.md); the real-engine tiers compare the list
+with the release's own registry. *Config features* says what the release does with a feature a
+config declares (`dflash_tools/dialects/features.py`, finding DFT035): `outcome` when the
+config states it at a location the release reads (and the named condition holds), `else` when
+it does not.
 """
 
 
@@ -73,6 +82,22 @@ def render_rules(rules: EngineRules) -> list[str]:
             ("algorithm", "path", "architectures with a loader", "from"),
             ((r.algorithm, _code(r.path), ", ".join(r.architectures), r.cite) for r in rules.routes),
         )
+    if rules.architectures:
+        lines += ["### Architectures", ""]
+        lines += _table(
+            ("architecture", "algorithm", "loader", "read by dflash-tools as", "from", "notes"),
+            (
+                (
+                    _code(a.name),
+                    a.algorithm,
+                    _code(a.loader),
+                    f"`{a.family}` configs" if a.family else "not read: DFT008, nothing checked",
+                    a.cite,
+                    a.note,
+                )
+                for a in rules.architectures
+            ),
+        )
     if rules.layouts:
         lines += ["### Layouts", ""]
         lines += _table(
@@ -94,6 +119,24 @@ def render_rules(rules: EngineRules) -> list[str]:
                     k.note,
                 )
                 for k in rules.keys
+            ),
+        )
+    if rules.features:
+        lines += ["### Config features", ""]
+        lines += _table(
+            ("feature", "read at", "outcome", "else", "from", "notes"),
+            (
+                (
+                    _code(f.feature) + (f" (`{f.path}`)" if f.path else ""),
+                    ", ".join(_code(location) for location in f.locations) or "not read",
+                    f.outcome.value
+                    + (f" if `{f.requires}`" if f.requires else "")
+                    + (" (depends on the target's model)" if f.target_dependent else ""),
+                    f.ignored.value,
+                    f.cite,
+                    f.note,
+                )
+                for f in rules.features
             ),
         )
     if rules.checks:

@@ -14,6 +14,7 @@ size; `DFLASH` drafts one token fewer. File references are to the released wheel
 
 from __future__ import annotations
 
+from dflash_tools.engine_rules import _sglang_architectures
 from dflash_tools.engine_rules._model import (
     Check,
     EngineRules,
@@ -23,9 +24,9 @@ from dflash_tools.engine_rules._model import (
     Layout,
     LayoutRule,
     Outcome,
-    Route,
     ServingDefault,
     WhenMissing,
+    routes_of,
 )
 
 _UTILS = "sglang/srt/speculative/dflash_utils.py"
@@ -74,9 +75,6 @@ _NO_ANCHOR_FIRST_PATH = (
     "the dflash-tools plugin"
 )
 
-_DFLASH_ARCHITECTURES = ("DFlashDraftModel", "DFlashLagunaForCausalLM", "MuseGlimmerAssistantModel")
-_DFLASH2_ARCHITECTURES = ("DFlash2DraftModel", "DFlash2BeamDraftModel", "MiniMaxDFlash2DraftModel")
-_DSPARK_ARCHITECTURES = ("Qwen3DSparkModel", "LingDSparkModel", "DSparkDraftModel")
 
 RULES = EngineRules(
     engine="sglang",
@@ -88,6 +86,12 @@ RULES = EngineRules(
     formats=(
         FormatRule("zlab", True, _PARSE),
         FormatRule("dspark-native", True, f"{_DSPARK_CONFIG}: parse_dspark_draft_config"),
+        FormatRule(
+            "muse-glimmer",
+            True,
+            f"{_MODEL}: EntryClass; sglang/srt/configs/muse_glimmer.py: MuseGlimmerAssistantConfig",
+            "served by the DFlash model, non-causal, with the target's vocabulary",
+        ),
         FormatRule(
             "speculators",
             False,
@@ -103,11 +107,12 @@ RULES = EngineRules(
             "speculative_config is not read and DflashDraftModel has no loader",
         ),
     ),
-    routes=(
-        Route("dflash", "DFLASH", _DFLASH_ARCHITECTURES, f"{_MODEL}: EntryClass"),
-        Route("dflash2", "DFLASH", _DFLASH2_ARCHITECTURES, f"{_MODEL}: EntryClass"),
-        Route("dspark", "DSPARK", _DSPARK_ARCHITECTURES, "sglang/srt/models/dspark.py: EntryClass"),
+    routes=routes_of(
+        _sglang_architectures.ARCHITECTURES,
+        {"dflash": "DFLASH", "dflash2": "DFLASH", "dspark": "DSPARK"},
     ),
+    architectures=_sglang_architectures.ARCHITECTURES,
+    features=_sglang_architectures.FEATURES,
     layouts=(
         LayoutRule(
             "dflash",

@@ -5,7 +5,7 @@ File references are to the released wheel's `vllm/` package.
 
 from __future__ import annotations
 
-from dflash_tools.engine_rules import _vllm_reads
+from dflash_tools.engine_rules import _vllm_architectures, _vllm_reads
 from dflash_tools.engine_rules._model import EngineRules, Layout, LayoutRule, Outcome, QueryCountSite
 
 _SPECULATOR = "vllm/v1/worker/gpu/spec_decode/dflash/speculator.py"
@@ -22,7 +22,9 @@ RULES = EngineRules(
     plugin_route="wrappers around the five functions that fix the query layout, installed by a "
     "general plugin after their source fingerprints match",
     formats=_vllm_reads.FORMATS,
-    routes=_vllm_reads.ROUTES,
+    routes=_vllm_reads.routes(_vllm_architectures.ARCHITECTURES),
+    architectures=_vllm_architectures.ARCHITECTURES,
+    features=_vllm_architectures.features(nope_layers=_vllm_architectures.NOPE_LAYERS_NOT_READ),
     keys=_vllm_reads.keys(
         dspark_layout_cite="vllm/v1/worker/gpu/spec_decode/dspark/speculator.py: DSparkSpeculator.__init__",
         dspark_k_cite="vllm/config/speculative.py: SpeculativeConfig.__post_init__",

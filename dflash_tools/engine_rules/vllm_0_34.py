@@ -8,9 +8,11 @@ budget and the speculator's hash factors. File references are to the released wh
 
 from __future__ import annotations
 
-from dflash_tools.engine_rules import _vllm_reads
+from dflash_tools.engine_rules import _vllm_architectures, _vllm_reads
 from dflash_tools.engine_rules._model import (
+    Architecture,
     EngineRules,
+    FeatureRule,
     LaunchFlag,
     Layout,
     LayoutRule,
@@ -21,6 +23,37 @@ from dflash_tools.engine_rules._model import (
 
 _SPECULATOR = "vllm/v1/worker/gpu/spec_decode/dflash/speculator.py"
 _CONFIG = "vllm/v1/worker/gpu/spec_decode/dflash/config.py"
+
+_REGISTRY = _vllm_architectures.REGISTRY
+# The three DFlash-family architectures this release added to the registry.
+ARCHITECTURES = (
+    *_vllm_architectures.ARCHITECTURES,
+    Architecture(
+        "DFlash2RicursiveDraftModel",
+        "dflash2",
+        "ricursive_dflash2.RicursiveDFlash2ForCausalLM",
+        _REGISTRY,
+        "zlab",
+        "DFlash2 with NoPE layers (no_rope_layers); vllm/config/speculative.py: SpeculativeConfig.hf_config_override "
+        "also serves a DFlash2DraftModel config with no_rope_layers this way",
+    ),
+    Architecture(
+        "DSparkMiniMaxDraftModel",
+        "dspark",
+        "vllm.models.minimax_m3.common.dspark.MiniMaxM3DSparkForCausalLM",
+        _REGISTRY,
+        note="MiniMax-M3's DSpark draft, kept in the target's dspark/ folder: dspark_ffn_hidden_size, "
+        "dspark_use_dense_ffn, swiglu_limit, swiglu_alpha, partial_rotary_factor and MiniMax-M3 attention layers",
+    ),
+    Architecture(
+        "MistralLarge4DSparkModel",
+        "dspark",
+        "vllm.models.mistral.mistral_large4.MistralLarge4DSparkForCausalLM",
+        _REGISTRY,
+        note="Mistral Large 4's DSpark draft with MLA attention, made from the target's mtp_config: "
+        "dspark_block_size, dspark_draft_input, dspark_head_type and softmax_tanh_gating",
+    ),
+)
 
 RULES = EngineRules(
     engine="vllm",
@@ -34,7 +67,19 @@ RULES = EngineRules(
     "DFlashSpeculator.__init__ and DFlash2Qwen3DecoderLayer.__init__, installed by a general plugin after "
     "their source fingerprints match; the launch keeps method 'dflash'",
     formats=_vllm_reads.FORMATS,
-    routes=_vllm_reads.ROUTES,
+    routes=_vllm_reads.routes(ARCHITECTURES),
+    architectures=ARCHITECTURES,
+    features=_vllm_architectures.features(
+        nope_layers=FeatureRule(
+            "nope-layers",
+            ("no_rope_layers",),
+            Outcome.SERVED,
+            "vllm/model_executor/models/ricursive_dflash2.py: RicursiveDFlash2DecoderLayer.__init__; "
+            "vllm/config/speculative.py: SpeculativeConfig.hf_config_override",
+            "DFlash2 drafts only (the Ricursive class); a DFlash draft gets RoPE on every layer",
+            requires="dflash2-draft",
+        )
+    ),
     keys=_vllm_reads.keys(
         dspark_layout_cite="vllm/v1/worker/gpu/spec_decode/dspark/speculator.py: DSparkSpeculator.__init__; vllm/v1/worker/gpu/spec_decode/dspark/config.py: DSparkSpeculatorConfig.num_lookahead_tokens",
         dspark_k_cite="vllm/v1/worker/gpu/spec_decode/dspark/config.py: DSparkSpeculatorConfig.resolve_num_speculative_tokens",

@@ -8,10 +8,14 @@ compares what it serves with what the draft was trained with, and records what i
 
 from __future__ import annotations
 
+from typing import Any
+
 from dflash_tools.dialects import spec_for_family
-from dflash_tools.engine_rules import Outcome, WhenMissing
+from dflash_tools.dialects.features import CONDITIONS, features_used
+from dflash_tools.dialects.features import outcome as feature_outcome
+from dflash_tools.engine_rules import ENGINE_RULES, Outcome, WhenMissing
 from dflash_tools.findings import Severity
-from dflash_tools.serving.config_reads import as_int, int_list, lookup, num_hidden_layers, source_name
+from dflash_tools.serving.config_reads import as_int, find, int_list, lookup, num_hidden_layers, source_name
 from dflash_tools.serving.engine_checks import CHECKERS
 from dflash_tools.serving.engine_model import RANK, DraftFacts, EngineView
 
@@ -23,7 +27,7 @@ def format_and_route(view: EngineView, facts: DraftFacts) -> bool:
     """Whether the release can load the draft at all; sets `reads_format` and `path`."""
     rules = view.rules
     if facts.family is None or facts.algorithm is None:
-        view.fail(Outcome.UNSUPPORTED, "the config matches no draft dialect")
+        _unread_architecture(view, facts)
         return False
     rule = rules.reads_format(facts.family)
     view.reads_format = bool(rule and rule.read)
@@ -56,6 +60,68 @@ def format_and_route(view: EngineView, facts: DraftFacts) -> bool:
         view.note("DFT070", reason, "check architectures in config.json", keys=("architectures",))
         return False
     return True
+
+
+def _unread_architecture(view: EngineView, facts: DraftFacts) -> None:
+    """A config no dialect reads: unchecked where the release registers its architecture (DFT008),
+    unsupported where it does not."""
+    row = view.rules.architecture(facts.architecture)
+    if row is not None and row.family is None:
+        route = view.rules.route(row.algorithm)
+        view.path = route.path if route is not None else None
+        reason = f"has a loader for {row.name} ({row.loader}), but dflash-tools reads no config of it"
+        view.fail(Outcome.UNCHECKED, reason)
+        view.note(
+            "DFT008",
+            f"{reason}" + (f": {row.note}" if row.note else "") + "; nothing about how it serves the draft is checked",
+            "check acceptance on the serving host: `dflash-tools smoke-test`",
+            keys=("architectures",),
+            values={"architecture": row.name},
+        )
+        return
+    registered = any(other.architecture(facts.architecture) is not None for other in ENGINE_RULES.values())
+    if row is None and facts.architecture is not None and registered:
+        reason = f"has no loader for architecture {facts.architecture}"
+        view.fail(Outcome.UNSUPPORTED, reason)
+        view.note(
+            "DFT070", reason, "serve it with a release that registers it (docs/engines.md)", keys=("architectures",)
+        )
+        return
+    view.fail(Outcome.UNSUPPORTED, "the config matches no draft dialect")
+
+
+def feature_outcomes(view: EngineView, facts: DraftFacts) -> None:
+    """What the release does with each feature the draft declares (its table's `FeatureRule`s):
+    a feature it ignores or refuses is noted (DFT071, DFT074) and decides the outcome."""
+    spec = spec_for_family(facts.family or "")
+    uses = features_used(
+        facts.config, spec, layer_ids=facts.trained_layer_ids, num_target_layers=view.num_target_layers
+    )
+    for use in uses:
+        got, rule = feature_outcome(
+            view.rules, view.path, use, lambda name: CONDITIONS[name](facts.config, facts.algorithm)
+        )
+        if rule is not None and rule.target_dependent:
+            view.note(
+                "DFT075",
+                f"{use.feature.title} ({use.where()}): {rule.note}",
+                "check what the draft was trained on, and acceptance on the target: `dflash-tools smoke-test`",
+                keys=tuple(use.stated),
+                values={"feature": use.feature.name},
+            )
+            continue
+        if got in (Outcome.SERVED, Outcome.SERVED_WITH_PLUGIN) or rule is None:
+            continue
+        view.fail(got, f"{use.feature.title} ({use.where()}): {rule.note}")
+        code = "DFT074" if got is Outcome.REFUSED else "DFT071"
+        verb = "refuses it" if got is Outcome.REFUSED else "serves it wrong"
+        view.note(
+            code,
+            f"{verb}: {use.feature.title} ({use.where()}): {rule.note}",
+            f'serve it with a release that reads it (docs/engines.md, "Config features"); the rule: {rule.cite}',
+            keys=tuple(use.stated),
+            values={"feature": use.feature.name},
+        )
 
 
 def resolve_layer_ids(view: EngineView, facts: DraftFacts) -> None:
@@ -156,6 +222,23 @@ def compare_mask(view: EngineView, facts: DraftFacts) -> bool:
         view.fail(Outcome.SERVED_WRONG, f"it embeds the masked positions with token {served}, not {trained}")
         return False
     return True
+
+
+def record_layout_read(view: EngineView, facts: DraftFacts, locations: tuple[str, ...], found: str | None) -> str:
+    """Record where the release reads the layout and what it found; returns what it leaves unread:
+    a declaration the config makes in a spelling or place the release does not read (empty: none)."""
+    view.layout_read_from = locations
+    view.layout_source = found if found is not None else ("default" if locations else "not read")
+    spec = spec_for_family(facts.family or "")
+    if spec is None:
+        return ""
+    declared = [key.path for key in spec.keys.layout if key.path not in locations and _present(facts.config, key.path)]
+    return f" (it does not read {', '.join(declared)})" if declared else ""
+
+
+def _present(config: dict[str, Any], path: str) -> bool:
+    present, value = find(config, path)
+    return present and value is not None
 
 
 def layout_outcome(view: EngineView, facts: DraftFacts, algorithm_key: str, reads: str) -> None:

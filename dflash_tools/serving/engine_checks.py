@@ -202,6 +202,20 @@ def _check_conv_group(view: EngineView, facts: DraftFacts) -> str | None:
     return None
 
 
+def _check_dflash2_beam(view: EngineView, facts: DraftFacts) -> str | None:
+    if facts.architecture != "DFlash2BeamDraftModel":
+        return None
+    layer_types = text_value(facts.config, "layer_types")[0]
+    if not isinstance(layer_types, list) or any(kind != "sliding_attention" for kind in layer_types):
+        return f"a Beam draft with layer_types {layer_types!r}: every layer must be sliding_attention"
+    if facts.config.get("is_causal") is not False:
+        return "a Beam draft without is_causal false"
+    softcap = _nested(facts.config, "final_logit_softcapping")
+    if isinstance(softcap, bool) or not isinstance(softcap, int | float):
+        return f"a Beam draft with dflash_config.final_logit_softcapping = {softcap!r} (a number is required)"
+    return None
+
+
 CHECKERS: dict[str, Checker] = {
     "layer-ids-in-range": _check_layer_ids_in_range,
     "derivable-layer-ids": _check_derivable,
@@ -218,4 +232,5 @@ CHECKERS: dict[str, Checker] = {
     "markov-head-type": _check_markov_head_type,
     "dflash2-keys": _check_dflash2_keys,
     "conv-group-divides-hidden": _check_conv_group,
+    "dflash2-beam": _check_dflash2_beam,
 }

@@ -162,6 +162,10 @@ class EngineView:
     outcome: Outcome = Outcome.SERVED  # until a rule says otherwise (`fail`)
     refusal: str | None = None
     layout: Layout | None = None
+    # Where the release reads the layout on its path (the spellings it reads, in order; empty:
+    # none, its layout is fixed), and the one it found ("default" when none is set).
+    layout_read_from: tuple[str, ...] = ()
+    layout_source: str | None = None
     block_size: int | None = None
     block_size_source: str | None = None
     draft_tokens: int | None = None
@@ -195,6 +199,8 @@ class EngineView:
             "outcome": self.outcome.value,
             "refusal": self.refusal,
             "layout": self.layout.value if self.layout is not None else None,
+            "layout_read_from": list(self.layout_read_from),
+            "layout_source": self.layout_source,
             "block_size": self.block_size,
             "block_size_source": self.block_size_source,
             "draft_tokens": self.draft_tokens,
@@ -246,8 +252,9 @@ class EngineView:
 RANK = {
     Outcome.SERVED: 0,
     Outcome.SERVED_WITH_PLUGIN: 1,
-    Outcome.SERVED_WRONG: 2,
-    Outcome.MISALIGNED: 3,
-    Outcome.REFUSED: 4,
-    Outcome.UNSUPPORTED: 5,
+    Outcome.UNCHECKED: 2,
+    Outcome.SERVED_WRONG: 3,
+    Outcome.MISALIGNED: 4,
+    Outcome.REFUSED: 5,
+    Outcome.UNSUPPORTED: 6,
 }

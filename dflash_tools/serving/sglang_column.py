@@ -12,8 +12,10 @@ from dflash_tools.engine_rules import Outcome, WhenMissing
 from dflash_tools.serving.column_steps import (
     compare_layer_ids,
     compare_mask,
+    feature_outcomes,
     layout_outcome,
     matches_training,
+    record_layout_read,
     resolve_layer_ids,
     run_checks,
 )
@@ -35,6 +37,7 @@ def sglang_column(view: EngineView, facts: DraftFacts, settings: LaunchSettings 
     _mask_token(view, facts, path)
     mask_match = compare_mask(view, facts)
     run_checks(view, facts)
+    feature_outcomes(view, facts)
     view.matches_training = matches_training(view, facts, ids_match, mask_match)
     if view.serves_as_trained and view.draft_tokens:
         view.launch = sglang_launch(
@@ -68,9 +71,11 @@ def _layout(view: EngineView, facts: DraftFacts, path: str) -> tuple[str, str]:
     """Sets the layout the release serves; returns (the table's algorithm key, what it reads)."""
     rules, config = view.rules, facts.config
     if facts.domino and path != "DSPARK":
-        shift, shift_location = lookup(config, rules.key("shift_label", path))
+        shift_rule = rules.key("shift_label", path)
+        shift, shift_location = lookup(config, shift_rule)
         view.layout = layout_for(shift is True) if isinstance(shift, bool) else None
-        return "dflash-domino", f"it reads {shift_location} = {shift!r}"
+        unread = record_layout_read(view, facts, shift_rule.locations if shift_rule else (), shift_location)
+        return "dflash-domino", f"it reads {shift_location} = {shift!r}{unread}"
     # The table's reading of sample_from_anchor: DSPARK reads it (absent: true); a DFLASH that
     # reads it nowhere is always bonus, so a release that starts reading it changes this view
     # through its table alone.
@@ -79,12 +84,13 @@ def _layout(view: EngineView, facts: DraftFacts, path: str) -> tuple[str, str]:
     default = bool(sfa_rule.default) if sfa_rule is not None else False
     view.layout = layout_for(bool(sfa) if sfa_location is not None and sfa is not None else default)
     algorithm_key = facts.algorithm or ""
+    unread = record_layout_read(view, facts, sfa_rule.locations if sfa_rule else (), sfa_location)
     if sfa_location is not None:
-        return algorithm_key, f"it reads {sfa_location} = {sfa!r}"
+        return algorithm_key, f"it reads {sfa_location} = {sfa!r}{unread}"
     if sfa_rule is not None and sfa_rule.locations:
-        return algorithm_key, f"sample_from_anchor is absent: {str(default).lower()}"
+        return algorithm_key, f"sample_from_anchor is absent: {str(default).lower()}{unread}"
     always = "every position always drafts" if default else "position 0 is always the anchor"
-    return algorithm_key, f"{path} reads no sample_from_anchor: {always}"
+    return algorithm_key, f"{path} reads no sample_from_anchor: {always}{unread}"
 
 
 def _draft_tokens(facts: DraftFacts, path: str, block: int | None) -> int | None:

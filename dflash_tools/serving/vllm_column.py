@@ -14,8 +14,10 @@ from dflash_tools.errors import VLLM_INSTALL_HINT
 from dflash_tools.serving.column_steps import (
     compare_layer_ids,
     compare_mask,
+    feature_outcomes,
     layout_outcome,
     matches_training,
+    record_layout_read,
     resolve_layer_ids,
     run_checks,
 )
@@ -45,6 +47,7 @@ def vllm_column(
         if read.location is not None
         else f"{where} is absent: {str(read.default).lower()}"
     )
+    reads += record_layout_read(view, facts, read.rule.locations if read.rule is not None else (), read.location)
     layout_outcome(view, facts, algorithm_key, reads)
     _plugin_verdict(view, installed_vllm)
 
@@ -70,6 +73,7 @@ def vllm_column(
     mask_match = compare_mask(view, facts)
 
     run_checks(view, facts)
+    feature_outcomes(view, facts)
     view.matches_training = matches_training(view, facts, ids_match, mask_match)
     if view.serves_as_trained and tokens:
         runtime = vllm_runtime(rules, facts, engine_sfa)

@@ -40,7 +40,7 @@ class DraftSpec:
     vocab_size: int = 512
     draft_vocab_size: int | None = None
     target_layer_ids: tuple[int, ...] = (1, 3)
-    num_target_layers: int = 4
+    num_target_layers: int = 5
     block_size: int = 8
     sample_from_anchor: bool | None = False
     mask_token_id: int = 500
@@ -338,6 +338,36 @@ def _dspark_native(dialect: str, spec: DraftSpec, _location: str) -> dict[str, A
     return config
 
 
+def _muse_glimmer(dialect: str, spec: DraftSpec, _location: str) -> dict[str, Any]:
+    """As meta-models/Muse-Glimmer-30B-assistant publishes it (z-lab/dflash's fixture
+    tests/fixtures/assistant-config.json): keys sorted, algorithm keys at the top level, no
+    dflash_config and no vocab_size (the target's)."""
+    config: dict[str, Any] = {"architectures": ["MuseGlimmerAssistantModel"]}
+    decoder = _decoder(spec)
+    for key in ("tie_word_embeddings", "use_sliding_window", "vocab_size"):
+        decoder.pop(key)
+    decoder["model_type"] = "muse_glimmer_assistant"
+    config.update(
+        decoder,
+        block_size=spec.block_size,
+        dtype="bfloat16",
+        mask_token_id=spec.mask_token_id,
+        target_layer_ids=list(spec.target_layer_ids),
+        transformers_version="5.15.0.dev0",
+    )
+    if spec.vocab_size != 202048:
+        config["vocab_size"] = spec.vocab_size  # a tiny draft says which vocabulary it has
+    if spec.sample_from_anchor is not None:
+        config["dflash_config"] = {"sample_from_anchor": spec.sample_from_anchor}
+    return dict(sorted(config.items()))
+
+
+# The names the Muse Glimmer assistant's weights give the aux-hidden-state encoder.
+_TENSOR_NAMES = {
+    "muse-glimmer-assistant": {"fc.weight": "encoder.fc.weight", "hidden_norm.weight": "encoder.output_norm_enc.weight"}
+}
+
+
 # One config writer per dialect name (the JSON `dialect` values): a new dialect adds its writer here.
 _BUILDERS: dict[str, Callable[[str, DraftSpec, str], dict[str, Any]]] = {
     "zlab-dflash": _zlab,
@@ -347,6 +377,7 @@ _BUILDERS: dict[str, Callable[[str, DraftSpec, str], dict[str, Any]]] = {
     "speculators-dspark": _speculators,
     "dspark-native": _dspark_native,
     "open-spec": _open_spec,
+    "muse-glimmer-assistant": _muse_glimmer,
 }
 ALL_DIALECTS = tuple(_BUILDERS)
 
@@ -429,7 +460,8 @@ def write_checkpoint(
         folder / "config.json",
         config if config is not None else make_config(dialect, spec, block_size_location=block_size_location),
     )
-    table = tensors if tensors is not None else tensor_table(spec)
+    names = _TENSOR_NAMES.get(dialect, {})
+    table = tensors if tensors is not None else [(names.get(n, n), d, s) for n, d, s in tensor_table(spec)]
     if shards <= 1:
         write_safetensors(folder / "model.safetensors", table, data=data)
         return folder

@@ -101,7 +101,7 @@ def test_serving_k_check() -> None:
 def test_target_option(tmp_path: Path) -> None:
     target = Path(__file__).parents[2] / "dflash_tools" / "examples" / "tiny-target"
     code, out, _ = invoke("inspect", "example:zlab-dflash", "--target", str(target), "--json")
-    assert code == 0 and json.loads(out)["target"]["num_hidden_layers"] == 4
+    assert code == 0 and json.loads(out)["target"]["num_hidden_layers"] == 5
 
 
 def test_unreadable_source_exits_2_with_one_line(tmp_path: Path) -> None:

@@ -41,7 +41,7 @@ def test_multimodal_target_uses_text_config(make_checkpoint: CheckpointFactory, 
     folder = tmp_path / "vl"
     testing.write_json(folder / "config.json", testing.make_target_config(testing.TINY, multimodal=True))
     spec = load_target(str(folder))
-    assert spec.multimodal and spec.num_hidden_layers == 4
+    assert spec.multimodal and spec.num_hidden_layers == 5
     assert codes_with_target(make_checkpoint("zlab-dflash"), folder) == []
 
 
@@ -64,7 +64,7 @@ def test_unsorted_and_duplicate_ids_without_target(make_checkpoint: CheckpointFa
 
 def test_zlab_ids_in_speculators_convention(make_checkpoint: CheckpointFactory, tmp_path: Path) -> None:
     """A z-lab id equal to the target's layer count is one past the last layer: shifted by one."""
-    draft = make_checkpoint("zlab-dflash", replace(testing.TINY, target_layer_ids=(2, 4)))
+    draft = make_checkpoint("zlab-dflash", replace(testing.TINY, target_layer_ids=(2, 5)))
     assert codes_with_target(draft, write_target(tmp_path)) == ["DFT033"]
 
 

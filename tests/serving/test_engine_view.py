@@ -96,7 +96,7 @@ def test_bonus_dflash_reads_in_each_engine() -> None:
     assert sglang["block_size"] == 8 and sglang["block_size_source"] == "dflash_config"
     assert sglang["draft_tokens"] == 7 and sglang["layout"] == "bonus"
     assert sglang["target_layer_ids"] == [1, 3] and sglang["target_layer_ids_source"] == "config"
-    assert sglang["num_target_layers"] == 4 and sglang["mask_token_id"] == 500
+    assert sglang["num_target_layers"] == 5 and sglang["mask_token_id"] == 500
     assert sglang["launch"] == [
         "python", "-m", "sglang.launch_server", "--model-path", "Qwen/Qwen3-8B",
         "--speculative-algorithm", "DFLASH",
@@ -189,8 +189,8 @@ def test_top_level_and_nested_keys(tmp_path: Path) -> None:
 def test_missing_layer_ids_are_derived_from_the_target(tmp_path: Path) -> None:
     folder = edge(tmp_path, "no-layer-ids")
     engines, findings = views(folder)
-    # Without --target, SGLang's fallback is the config's num_target_layers (4): layers 1..1.
-    assert engines[SGLANG]["target_layer_ids"] == [1, 1]
+    # Without --target, SGLang's fallback is the config's num_target_layers (5): layers 1..2.
+    assert engines[SGLANG]["target_layer_ids"] == [1, 2]
     assert engines[SGLANG]["target_layer_ids_source"] == "derived"
     assert any(f.code == "DFT073" and f.values["engine"] == SGLANG for f in findings)
     # vLLM falls back to the target's own default layers: unknown without --target.
@@ -384,6 +384,25 @@ def test_human_view_fits_80_columns() -> None:
     assert any(
         line.startswith("DFLASH_TOOLS_REQUIRE_PLUGIN=1 vllm serve TARGET --speculative-config ") for line in launches
     )
+    assert not any(line.startswith("# ") and "vllm serve" in line for line in launches)
+
+
+def test_an_error_finding_comments_out_the_launch_lines_it_blocks(tmp_path: Path) -> None:
+    """An error that names no engine (a mask id outside the vocabulary) comments out every launch
+    line; the engine error above (SGLang's misaligned layout) keeps vLLM's lines pasteable."""
+    import shutil
+
+    draft = tmp_path / "draft"
+    shutil.copytree(example_drafts()["zlab-dflash2"], draft)
+    config = json.loads((draft / "config.json").read_text())
+    config["dflash_config"]["mask_token_id"] = config["vocab_size"] + 5
+    (draft / "config.json").write_text(json.dumps(config))
+    result = CliRunner().invoke(app, ["inspect", str(draft), "--engine", "all"], env={"COLUMNS": "200"})
+    lines = result.stdout.splitlines()
+    heading = next(i for i, line in enumerate(lines) if line.startswith("launch"))
+    assert lines[heading] == "launch (not to run until DFT032 above is fixed; lines kept as comments):"
+    launches = [line for line in lines[heading + 1 :] if "serve" in line or "launch_server" in line]
+    assert len(launches) == 3 and all(line.startswith("# ") for line in launches)
 
 
 def test_outcome_ranks_cover_every_outcome() -> None:
