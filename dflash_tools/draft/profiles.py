@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from functools import cache
@@ -138,12 +139,31 @@ class ProfileMatch:
         }
 
 
-def _flatten(prefix: str, value: Any, out: dict[str, Any]) -> None:
-    if isinstance(value, dict):
+# Objects nested deeper than this are compared whole (a real config nests three or four levels;
+# a hostile one thousands, which DFT062 reports).
+_MAX_DEPTH = 32
+
+
+def _flatten(prefix: str, value: Any, out: dict[str, Any], depth: int = 0) -> None:
+    if isinstance(value, dict) and depth < _MAX_DEPTH:
         for key, inner in value.items():
-            _flatten(f"{prefix}.{key}" if prefix else key, inner, out)
+            _flatten(f"{prefix}.{key}" if prefix else key, inner, out, depth + 1)
     else:
         out[prefix] = value
+
+
+def _json_safe(value: Any, depth: int = 0) -> Any:
+    """A config value as strict JSON carries it: NaN and the infinities spelled as strings, and
+    structures nested deeper than any real config summarized (as finding values are)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, dict | list):
+        if depth >= _MAX_DEPTH:
+            return f"<{type(value).__name__} nested deeper than {_MAX_DEPTH} levels>"
+        if isinstance(value, dict):
+            return {key: _json_safe(item, depth + 1) for key, item in value.items()}
+        return [_json_safe(item, depth + 1) for item in value]
+    return value
 
 
 def match_profile(
@@ -239,11 +259,13 @@ def config_differences(published: dict[str, Any], actual: dict[str, Any]) -> lis
     diffs = []
     for key in [*want, *(k for k in got if k not in want)]:
         if key not in got:
-            diffs.append({"key": key, "published": want[key], "change": "removed"})
+            diffs.append({"key": key, "published": _json_safe(want[key]), "change": "removed"})
         elif key not in want:
-            diffs.append({"key": key, "actual": got[key], "change": "added"})
+            diffs.append({"key": key, "actual": _json_safe(got[key]), "change": "added"})
         elif got[key] != want[key] or type(got[key]) is not type(want[key]):
-            diffs.append({"key": key, "published": want[key], "actual": got[key], "change": "changed"})
+            diffs.append(
+                {"key": key, "published": _json_safe(want[key]), "actual": _json_safe(got[key]), "change": "changed"}
+            )
     return diffs
 
 

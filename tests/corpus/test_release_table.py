@@ -143,3 +143,14 @@ def test_the_human_report_shows_the_sha256_and_the_release() -> None:
     assert (
         f"the published config of z-lab/Qwen3.8-27B-DFlash2@{QWEN38.revision[:8]} (by config sha256)" in result.output
     )
+
+
+def test_non_finite_values_in_the_comparison_stay_strict_json(tmp_path: Path) -> None:
+    """A fuzzed config with NaN where the release has a number: the report is still strict JSON."""
+    text = QWEN38.config_path.read_text().replace('"rms_norm_eps": 1e-06', '"rms_norm_eps": NaN')
+    assert "NaN" in text
+    folder = write(tmp_path / "Qwen3.8-27B-DFlash2", text.encode())
+    document = inspect_checkpoint(str(folder)).to_dict()
+    json.dumps(document, allow_nan=False)
+    [difference] = [d for d in document["profile"]["config_differences"] if d["key"] == "rms_norm_eps"]
+    assert difference == {"key": "rms_norm_eps", "published": 1e-06, "actual": "NaN", "change": "changed"}
