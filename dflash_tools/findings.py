@@ -70,6 +70,9 @@ _CATALOGUE: tuple[CodeInfo, ...] = (
     CodeInfo("DFT055", Severity.INFO, "sliding layers see other context keys served (vLLM) than trained (speculators)"),
     CodeInfo("DFT050", Severity.INFO, "departs from the published profile of a known checkpoint"),
     CodeInfo(
+        "DFT054", Severity.WARNING, "named like a published draft, but its config.json is none of the known revisions"
+    ),
+    CodeInfo(
         "DFT051",
         Severity.ERROR,
         "vLLM's V1 runner would serve an anchor-first DFlash draft in the bonus layout, silently",

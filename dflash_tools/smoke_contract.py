@@ -61,6 +61,16 @@ prefix_caching_check    [false] vLLM only: after the measured pass, generate aga
                         prompt reuses KV blocks cached while speculating), then run both passes
                         in a second engine with prefix caching switched the other way; the
                         outputs come back in `prefix_caching`
+chat_template_kwargs    [{}] more switches for the chat template (the protocol's, e.g.
+                        `{"reasoning_effort": "high"}`); `enable_thinking` above wins for its key
+timing                  [one repetition] how often the timed generation repeats (docs/smoke-test.md,
+                        "How sure a measurement is"): {"min_repeats": int >= 1, "max_repeats": int
+                        >= min_repeats, "min_timed_s": float >= 0, "budget_s": float | null}: repeat
+                        the same prompts until there are min_repeats windows and they add up to
+                        min_timed_s seconds, at most max_repeats times, and start no repetition once
+                        the timed windows add up to budget_s (null: no budget). The target alone
+                        (`baseline`) repeats the same way. Counters and outputs are the first
+                        repetition's; the timed figures the median repetition's
 
 Result (`SmokeResult`)
 ----------------------
@@ -103,6 +113,12 @@ prefix_caching          with `prefix_caching_check`: {"measured": PASS, "other":
                         "continuation_accepted_per_position": [int] | null (its speculative-
                         decoding counters over that pass)}; or {"error": message} when the check
                         could not run
+timing                  with more than one repetition: {"repeats": n, "elapsed_s": [n floats],
+                        "output_tokens": [n ints], "draft_time_s": [n floats] | null, "median":
+                        index}; elapsed_s, tokens_per_second and draft_time_s above are those of
+                        repetition `median` (the median tokens per second; the lower middle one
+                        for an even n). `baseline.timing` the same for the target alone (without
+                        draft_time_s)
 
 Optional result keys of a server measurement (`smoke-test --server`; engine "vllm-server" or
 "sglang-server"; docs/smoke-test.md, "Servers: vLLM and SGLang"):
@@ -135,6 +151,8 @@ from typing import Any, NotRequired, TypedDict
 
 SCHEMA_VERSION = 1
 ENGINES = ("vllm", "torch")
+# The most timed repetitions a request may ask for (`timing`).
+MAX_REPEATS = 1000
 # Progress lines: the child prints them to its stderr (the log); the launcher shows them live.
 PROGRESS_PREFIX = "[dflash-tools] "
 
@@ -172,6 +190,8 @@ class SmokeRequest(TypedDict):
     label: NotRequired[str]
     target_revision: NotRequired[str | None]
     prefix_caching_check: NotRequired[bool]
+    chat_template_kwargs: NotRequired[dict[str, Any]]
+    timing: NotRequired[dict[str, Any]]
 
 
 class BaselineResult(TypedDict):
@@ -179,6 +199,7 @@ class BaselineResult(TypedDict):
     output_tokens: int
     elapsed_s: float
     tokens_per_second: float
+    timing: NotRequired[dict[str, Any]]
 
 
 class SmokeResult(TypedDict):
@@ -208,6 +229,7 @@ class SmokeResult(TypedDict):
     per_position: NotRequired[dict[str, Any]]
     protocol: NotRequired[dict[str, Any]]
     dataset: NotRequired[dict[str, Any]]
+    timing: NotRequired[dict[str, Any]]
 
 
 class ContractError(ValueError):
@@ -244,6 +266,8 @@ _REQUEST_OPTIONAL: dict[str, tuple[type, ...]] = {
     "label": (str,),
     "target_revision": (str, type(None)),
     "prefix_caching_check": (bool,),
+    "chat_template_kwargs": (dict,),
+    "timing": (dict,),
 }
 _RESULT_TYPES: dict[str, tuple[type, ...]] = {
     "schema_version": (int,),
@@ -274,6 +298,7 @@ _RESULT_OPTIONAL: dict[str, tuple[type, ...]] = {
     "per_position": (dict,),
     "protocol": (dict,),
     "dataset": (dict,),
+    "timing": (dict,),
 }
 
 
@@ -331,6 +356,8 @@ def validate_request(document: Any) -> SmokeRequest:
         raise ContractError("request: prompt_token_ids must be null or a list of lists of ints")
     if not document["prompts"] and not ids:
         raise ContractError("request: no prompts")
+    if "timing" in document:
+        repetition_policy(document)
     return document
 
 
@@ -363,6 +390,9 @@ def validate_result(document: Any) -> SmokeResult:
     draft_time = document.get("draft_time_s")
     if draft_time is not None and not (math.isfinite(draft_time) and draft_time >= 0):
         raise ContractError(f"result: draft_time_s is {draft_time!r}, must be a finite number >= 0")
+    _check_timing(document.get("timing"), "result.timing", draft=True)
+    if baseline is not None:
+        _check_timing(baseline.get("timing"), "result.baseline.timing", draft=False)
     prefix = document.get("prefix_caching")
     if prefix is not None and "error" not in prefix:
         for role in ("measured", "other"):
@@ -414,3 +444,79 @@ def mean_acceptance_length(num_drafts: int, num_accepted_tokens: int) -> float:
 
 def tokens_per_second(tokens: int, elapsed_s: float) -> float:
     return tokens / elapsed_s if elapsed_s > 0 else 0.0
+
+
+# --- timed repetitions -------------------------------------------------------------------------
+
+
+def _finite(value: Any, low: float = 0.0) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value >= low
+
+
+def repetition_policy(request: SmokeRequest | dict[str, Any]) -> tuple[int, int, float, float | None]:
+    """(min_repeats, max_repeats, min_timed_s, budget_s) of a request; one repetition without `timing`."""
+    timing = request.get("timing")
+    if timing is None:
+        return 1, 1, 0.0, None
+    if not isinstance(timing, dict):
+        raise ContractError("request: timing is not an object")
+    low, high = timing.get("min_repeats", 1), timing.get("max_repeats", 1)
+    if not (_int_list([low, high]) and 1 <= low <= high <= MAX_REPEATS):
+        raise ContractError(f"request: timing repeats {low!r}..{high!r}, expected 1 <= min <= max <= {MAX_REPEATS}")
+    seconds, budget = timing.get("min_timed_s", 0.0), timing.get("budget_s")
+    if not _finite(seconds) or (budget is not None and not _finite(budget)):
+        raise ContractError("request: timing min_timed_s and budget_s must be finite numbers >= 0")
+    return low, high, float(seconds), None if budget is None else float(budget)
+
+
+def more_repetitions(request: SmokeRequest, windows: list[float], spent: float | None = None) -> bool:
+    """Whether a timed run repeats once more, given the windows (seconds) timed so far; `spent`:
+    the seconds the budget counts (default: those windows; with the target alone timed in
+    between, both)."""
+    low, high, seconds, budget = repetition_policy(request)
+    done, total = len(windows), sum(windows)
+    if done >= high or (budget is not None and done >= 1 and (total if spent is None else spent) >= budget):
+        return False
+    return done < low or total < seconds
+
+
+def median_index(tokens: list[int], elapsed: list[float]) -> int:
+    """The repetition with the median tokens per second (the lower middle one for an even count)."""
+    order = sorted(range(len(elapsed)), key=lambda i: tokens_per_second(tokens[i], elapsed[i]))
+    return order[(len(order) - 1) // 2]
+
+
+def _check_timing(timing: Any, what: str, *, draft: bool) -> None:
+    if timing is None:
+        return
+    if not isinstance(timing, dict):
+        raise ContractError(f"{what} is not an object")
+    repeats = timing.get("repeats")
+    elapsed, tokens = timing.get("elapsed_s"), timing.get("output_tokens")
+    if not (isinstance(repeats, int) and not isinstance(repeats, bool) and 1 <= repeats <= MAX_REPEATS):
+        raise ContractError(f"{what}.repeats is {repeats!r}, expected 1..{MAX_REPEATS}")
+    if not (isinstance(elapsed, list) and len(elapsed) == repeats and all(_finite(v) for v in elapsed)):
+        raise ContractError(f"{what}.elapsed_s must hold {repeats} finite numbers >= 0")
+    if not (isinstance(tokens, list) and _int_list(tokens) and len(tokens) == repeats and min(tokens) >= 0):
+        raise ContractError(f"{what}.output_tokens must hold {repeats} counts")
+    drafting = timing.get("draft_time_s") if draft else None
+    if drafting is not None and not (
+        isinstance(drafting, list) and len(drafting) == repeats and all(_finite(v) for v in drafting)
+    ):
+        raise ContractError(f"{what}.draft_time_s must be null or hold {repeats} finite numbers >= 0")
+    index = timing.get("median", 0)
+    if not (isinstance(index, int) and not isinstance(index, bool) and 0 <= index < repeats):
+        raise ContractError(f"{what}.median is {index!r}, expected an index below {repeats}")
+
+
+def timing_block(elapsed: list[float], tokens: list[int], draft_s: list[float] | None = None) -> dict[str, Any]:
+    """A result's (or baseline's) `timing` from its repetitions."""
+    block: dict[str, Any] = {
+        "repeats": len(elapsed),
+        "elapsed_s": list(elapsed),
+        "output_tokens": list(tokens),
+        "median": median_index(tokens, elapsed),
+    }
+    if draft_s is not None:
+        block["draft_time_s"] = list(draft_s)
+    return block

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 # Declared with the options (which `--help` imports and which must not import rich); re-exported.
 from dflash_tools.cli._options import OutputFormat as OutputFormat
+from dflash_tools.cli._signals import deferred_signals, document_written, mark_document_written
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -168,24 +169,19 @@ def stderr_console(no_color: bool = False) -> Console:
 PRETTY_JSON_LIMIT = 1_000_000
 
 
-class _Documents:
+def json_document_written() -> bool:
     """Whether this process has written its JSON document: a command writes exactly one, so an
     interrupt that lands after it (or a failure while it is being written) adds none."""
-
-    written = False
-
-
-def json_document_written() -> bool:
-    return _Documents.written
+    return document_written()
 
 
 def reset_documents() -> None:
     """A command starts: it has written no document yet (tests run many commands in one process)."""
-    _Documents.written = False
+    mark_document_written(False)
 
 
 def write_json(document: Any) -> None:
-    if _Documents.written:
+    if document_written():
         return
     # A stream that cannot encode Unicode gets ASCII escapes, which parse back to the same text.
     ascii_only = not encodes_unicode(sys.stdout)
@@ -194,9 +190,7 @@ def write_json(document: Any) -> None:
         text = json.dumps(document, indent=2, ensure_ascii=ascii_only, allow_nan=False)
     # Also the only way to write a lone surrogate (not encodable as UTF-8) exactly.
     text = _JSON_ESCAPE.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
-    _Documents.written = True
-    from dflash_tools.cli._signals import deferred_signals
-
+    mark_document_written()
     with deferred_signals():  # an interrupt now would leave half a document
         sys.stdout.write(text + "\n")
         sys.stdout.flush()

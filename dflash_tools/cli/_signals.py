@@ -42,12 +42,22 @@ class Interrupted(KeyboardInterrupt):
 
 class _State:
     interrupted = False
+    # Whether this process has written its JSON document (cli._output.write_json sets it): a
+    # command writes exactly one, so an interrupt that lands after it adds none. Kept here, below
+    # _output, so that the handler reads it without importing the module that imports this one.
+    document_written = False
+
+
+def mark_document_written(written: bool = True) -> None:
+    _State.document_written = written
+
+
+def document_written() -> bool:
+    return _State.document_written
 
 
 def _handler(signum: int, frame: FrameType | None) -> None:
-    from dflash_tools.cli._output import json_document_written
-
-    if _State.interrupted or json_document_written():
+    if _State.interrupted or _State.document_written:
         return  # already stopping (its cleanup must finish), or the answer is already out
     _State.interrupted = True
     raise Interrupted(signum)

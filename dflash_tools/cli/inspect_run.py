@@ -251,16 +251,22 @@ def render_report(
                     ],
                 )
             )
+        sha = doc.get("config_sha256")
+        if sha:
+            rows.append(("config", [f"sha256 {sha[:16]}…"]))
         if report.profile is not None:
-            status = "matches" if report.profile.matches else "departs from"
-            rows.append(
-                (
-                    "profile",
-                    [
-                        f"{status} the published {printable(report.profile.name)} layout (by {report.profile.matched_by})"
-                    ],
+            profile = report.profile
+            status = "matches" if profile.matches else "departs from"
+            segments = [f"{status} the published {printable(profile.name)} layout (by {profile.matched_by})"]
+            if profile.release is not None:
+                segments = [f"the published config of {printable(profile.release.label)} (by {profile.matched_by})"]
+                if not profile.matches:
+                    segments.append(f"departs from its {printable(profile.name)} layout")
+            elif profile.nearest_release is not None and profile.config_differences:
+                segments.append(
+                    f"{len(profile.config_differences)} key(s) differ from {printable(profile.nearest_release.label)}"
                 )
-            )
+            rows.append(("profile", segments))
         key_values(console, rows)
     if show_tensors:
         table_rows = [

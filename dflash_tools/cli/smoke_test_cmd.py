@@ -156,6 +156,32 @@ class SmokeTestArgs:
             rich_help_panel=PROMPTS,
         ),
     ] = None
+    dataset: Annotated[
+        str | None,
+        typer.Option(
+            "--dataset",
+            help="Prompts from a dataset the model cards report on: gsm8k, math500, humaneval, mbpp, mt-bench "
+            "(the cache, a --dataset-file, or the datasets library).",
+            rich_help_panel=PROMPTS,
+        ),
+    ] = None
+    dataset_file: Annotated[
+        str | None,
+        typer.Option(
+            "--dataset-file",
+            help="The --dataset's rows from a local JSONL or parquet file instead.",
+            rich_help_panel=PROMPTS,
+        ),
+    ] = None
+    protocol: Annotated[
+        str | None,
+        typer.Option(
+            "--protocol",
+            help="Sampling protocol: greedy, zlab-card (configs/protocols) or a .json file; sets the prompt "
+            "count, tokens and chat unless given. Sampling protocols need --server.",
+            rich_help_panel=PROMPTS,
+        ),
+    ] = None
     num_prompts: Annotated[
         int | None,
         typer.Option("--num-prompts", min=1, help="Use only the first N prompts.", rich_help_panel=PROMPTS),
@@ -211,6 +237,24 @@ class SmokeTestArgs:
             rich_help_panel=VERDICT,
         ),
     ] = None
+    repeat: Annotated[
+        int | None,
+        typer.Option(
+            "--repeat",
+            min=1,
+            help="Time each run exactly N times (default: at least 3 times and 5 s of timed windows).",
+            rich_help_panel=VERDICT,
+        ),
+    ] = None
+    min_time: Annotated[
+        float | None,
+        typer.Option(
+            "--min-time",
+            min=0.0,
+            help="Without --repeat: repeat each timed run until its windows add up to this many seconds (default 5).",
+            rich_help_panel=VERDICT,
+        ),
+    ] = None
     require_identical: Annotated[
         bool,
         typer.Option(
@@ -224,10 +268,16 @@ class SmokeTestArgs:
     ] = False
     server: Annotated[
         str | None,
-        typer.Option(
-            "--server", help="Measure a running OpenAI-compatible vLLM server instead (URL).", rich_help_panel=SERVER
-        ),
+        typer.Option("--server", help="Measure a running vLLM or SGLang server instead (URL).", rich_help_panel=SERVER),
     ] = None
+    server_engine: Annotated[
+        Literal["auto", "vllm", "sglang"],
+        typer.Option(
+            "--server-engine",
+            help="The engine behind --server (default: told from how it answers).",
+            rich_help_panel=SERVER,
+        ),
+    ] = "auto"
     server_model: Annotated[
         str | None,
         typer.Option(

@@ -36,9 +36,14 @@ from dflash_tools.reading.checkpoint import (
 )
 
 
-def planned_files(plan: ConvertPlan) -> list[FileRecord]:
-    """What a run would do with config.json, the index and every shard (a dry run's answer)."""
-    files = [FileRecord(CONFIG_NAME, "write" if plan.config_changed else "link", len(plan.config_text.encode()))]
+def planned_files(plan: ConvertPlan, placement: str = "link", *, to_output: bool = False) -> list[FileRecord]:
+    """What a run would do with config.json, the index and every shard (a dry run's answer).
+
+    `placement`: the word the run records for an unchanged file (`files.atomic.Placed.method`:
+    "hardlink", "copy" or "symlink"; "link" where no output is named). `to_output`: the run
+    writes OUT, where config.json is always written."""
+    config = "write" if plan.config_changed or to_output else placement
+    files = [FileRecord(CONFIG_NAME, config, len(plan.config_text.encode()))]
     edits = plan.edits
     if not edits.empty and plan.loaded.shards and len(plan.loaded.shards) > 1:
         files.append(FileRecord(INDEX_NAME, "write", 0, "weight_map updated"))
@@ -52,7 +57,7 @@ def planned_files(plan: ConvertPlan) -> list[FileRecord]:
             repack = plan_repack(shard, edits)
             files.append(FileRecord(shard.file, "repack", repack.data_bytes, f"{len(repack.dropped)} dropped"))
         else:
-            files.append(FileRecord(shard.file, "link", size))
+            files.append(FileRecord(shard.file, placement, size))
     return files
 
 

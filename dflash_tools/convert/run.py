@@ -33,6 +33,7 @@ from dflash_tools.errors import UsageError
 from dflash_tools.files.atomic import LinkMode
 from dflash_tools.files.hf_cache import is_in_hf_cache
 from dflash_tools.files.locking import folder_lock, writing_in_place, writing_output
+from dflash_tools.reading.checkpoint import LoadedCheckpoint
 from dflash_tools.reading.source import load_checkpoint
 
 
@@ -120,7 +121,11 @@ def convert_checkpoint(
                 + " took their final names"
             )
         if dry_run:
-            result.files = planned_files(plan)
+            if destination is not None and not in_place:
+                placement = planned_placement(loaded, destination, mode)
+                result.files = planned_files(plan, placement, to_output=True)
+            else:
+                result.files = planned_files(plan)
             return result
         if in_place and not plan.changed:
             result.notes.append("already normalized: nothing to write")
@@ -148,3 +153,23 @@ def convert_checkpoint(
                 commit_description=commit_description(plan),
             )
         return result
+
+
+def planned_placement(loaded: LoadedCheckpoint, destination: Path, mode: LinkMode) -> str:
+    """The word a run to `destination` records for an unchanged file (`files.atomic.place_file`),
+    so that a dry run says what the run will do: `auto` hard-links where the source and OUT share
+    a file system and copies elsewhere, and copies a bundled example."""
+    if mode is not LinkMode.AUTO:
+        return mode.value
+    if loaded.kind == "example":
+        return LinkMode.COPY.value
+    if loaded.kind != "local":
+        return LinkMode.HARDLINK.value  # from the Hugging Face cache; a copy where it is elsewhere
+    parent = destination.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    try:
+        same = Path(loaded.location).stat().st_dev == parent.stat().st_dev
+    except OSError:
+        return LinkMode.HARDLINK.value
+    return LinkMode.HARDLINK.value if same else LinkMode.COPY.value

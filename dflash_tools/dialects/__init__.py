@@ -49,11 +49,12 @@ class DialectModule(Protocol):
 class DialectWriter(DialectModule, Protocol):
     """A dialect that `convert --to` can translate into (and out of).
 
-    `TRANSLATES_FROM`: the families whose drafts it renders without loss; `cannot_render` says why
-    one description cannot be (None: it can).
+    `TRANSLATES_WITH`: the writers it translates to and from without loss (a pair is declared on
+    either side: `translates_between`); `cannot_render` says why one description cannot be (None:
+    it can).
     """
 
-    TRANSLATES_FROM: frozenset[str]
+    TRANSLATES_WITH: frozenset[str]
 
     def cannot_render(self, desc: DraftDescription) -> str | None:
         """Why `desc` has no lossless form in this dialect, or None."""
@@ -100,6 +101,7 @@ __all__ = [
     "render",
     "render_refusal",
     "spec_for_family",
+    "translates_between",
     "unread_architecture",
 ]
 
@@ -201,9 +203,19 @@ def render_refusal(family: str, description: DraftDescription) -> str | None:
     if writer is None:
         return f"dflash-tools writes no {family} config"
     source = description.dialect.family
-    if source not in WRITERS or source not in writer.TRANSLATES_FROM:
-        return f"{writer.SPEC.title} configs are written from {', '.join(sorted(writer.TRANSLATES_FROM))} only"
+    if not translates_between(source, family):
+        sources = sorted(other for other in WRITERS if translates_between(other, family))
+        return f"{writer.SPEC.title} configs are written from {', '.join(sources)} only"
     return writer.cannot_render(description)
+
+
+def translates_between(source: str, family: str) -> bool:
+    """Whether `convert --to family` renders a `source` config without loss: either writer
+    declares the other in its `TRANSLATES_WITH`, so a new writer declares its pairs in its own
+    module (docs/adding-a-dialect.md)."""
+    if source not in WRITERS or family not in WRITERS:
+        return False
+    return source in WRITERS[family].TRANSLATES_WITH or family in WRITERS[source].TRANSLATES_WITH
 
 
 def render(family: str, description: DraftDescription, geometry: Geometry, **options: Any) -> dict[str, Any]:

@@ -12,7 +12,7 @@ both engines rename them when they load them.
 The layout: vLLM reads `dflash_config.sample_from_anchor` only (vllm/v1/worker/gpu/spec_decode/
 dflash/speculator.py), SGLang's DFLASH path none, so a file without it is bonus-anchor;
 `normalize` writes it there, which vLLM merges with the causal flag it adds. `convert --to zlab`
-and back translate it where the keys map without loss (`TRANSLATES_FROM`).
+and back translate it where the keys map without loss (`TRANSLATES_WITH`).
 """
 
 from __future__ import annotations
@@ -62,8 +62,9 @@ SPEC = DialectSpec(
     unread_hints={None: "convert it to the z-lab form: `dflash-tools convert SRC -o OUT --to zlab`"},
 )
 (MUSE_GLIMMER,) = SPEC.dialects
-# The families whose drafts this writer renders without loss (docs/convert.md).
-TRANSLATES_FROM = frozenset({"zlab"})
+# The families this writer translates to and from without loss (docs/convert.md); a pair is
+# declared on either side.
+TRANSLATES_WITH = frozenset({"zlab"})
 
 
 def detect(config: dict[str, Any]) -> Dialect | None:

@@ -167,8 +167,9 @@ def normalize(config: dict[str, Any], geometry: Geometry) -> dict[str, Any]:
 
 _ARCHITECTURE = {Algorithm.DFLASH: "DFlashDraftModel", Algorithm.DFLASH2: "DFlash2DraftModel"}
 _CONV_KEYS = ("conv_kernel_size", "conv_group_size", "selector_rank", "selector_top_k")
-# The families whose drafts this writer renders without loss (docs/convert.md).
-TRANSLATES_FROM = frozenset({"zlab"})
+# The families this writer translates to and from without loss (docs/convert.md); a pair is
+# declared on either side.
+TRANSLATES_WITH = frozenset({"zlab"})
 
 
 def cannot_render(desc: DraftDescription) -> str | None:

@@ -180,8 +180,9 @@ DFLASH2_SCALAR_DEFAULTS: dict[str, float | None] = {
     "final_logit_softcapping": None,
 }
 _ARCHITECTURE = {Algorithm.DFLASH: "DFlashDraftModel", Algorithm.DFLASH2: "DFlash2DraftModel"}
-# The families whose drafts this writer renders without loss (docs/convert.md).
-TRANSLATES_FROM = frozenset({"speculators", "muse-glimmer"})
+# The families this writer translates to and from without loss (docs/convert.md); a pair is
+# declared on either side.
+TRANSLATES_WITH = frozenset({"speculators"})
 
 
 def cannot_render(desc: DraftDescription) -> str | None:

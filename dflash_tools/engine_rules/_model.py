@@ -322,8 +322,21 @@ class EngineRules:
                 return rule
         return None
 
+    @property
+    def format_rules(self) -> tuple[FormatRule, ...]:
+        """`formats`, and a format that its own architecture names (the Muse Glimmer assistant
+        format): read wherever an architecture row of that family is registered, citing the row.
+        Such a format needs no row of its own: a dialect identified by its architecture is added
+        to a release through its architecture rows only (docs/adding-a-dialect.md)."""
+        explicit = {rule.family for rule in self.formats}
+        derived: dict[str, FormatRule] = {}
+        for row in self.architectures:
+            if row.family and row.family not in explicit and row.family not in derived:
+                derived[row.family] = FormatRule(row.family, True, row.cite, row.note)
+        return (*self.formats, *derived.values())
+
     def reads_format(self, family: str) -> FormatRule | None:
-        return next((rule for rule in self.formats if rule.family == family), None)
+        return next((rule for rule in self.format_rules if rule.family == family), None)
 
     def route(self, algorithm: str) -> Route | None:
         return next((route for route in self.routes if route.algorithm == algorithm), None)

@@ -57,12 +57,6 @@ FORMATS = (
         "not copied",
     ),
     FormatRule("dspark-native", True, _REGISTRY),
-    FormatRule(
-        "muse-glimmer",
-        True,
-        f"{_REGISTRY}; vllm/config/speculative.py: SpeculativeConfig.hf_config_override",
-        "served by the DFlash model; dflash_config.causal false and vocab_size 202048 are added when it is loaded",
-    ),
     FormatRule("open-spec", False, _REGISTRY, "speculative_config is not read and DflashDraftModel has no loader"),
 )
 

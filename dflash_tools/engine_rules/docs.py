@@ -70,11 +70,11 @@ def _default(rule_default: Any, when_missing: WhenMissing) -> str:
 
 def render_rules(rules: EngineRules) -> list[str]:
     lines = [f"## `{rules.spec}` (released {rules.released})", "", rules.summary, ""]
-    if rules.formats:
+    if rules.format_rules:
         lines += ["### Config formats", ""]
         lines += _table(
             ("format", "read", "from", "notes"),
-            ((f.family, "yes" if f.read else "no", f.cite, f.note) for f in rules.formats),
+            ((f.family, "yes" if f.read else "no", f.cite, f.note) for f in rules.format_rules),
         )
     if rules.routes:
         lines += ["### Paths", ""]

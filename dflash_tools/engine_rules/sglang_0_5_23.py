@@ -87,12 +87,6 @@ RULES = EngineRules(
         FormatRule("zlab", True, _PARSE),
         FormatRule("dspark-native", True, f"{_DSPARK_CONFIG}: parse_dspark_draft_config"),
         FormatRule(
-            "muse-glimmer",
-            True,
-            f"{_MODEL}: EntryClass; sglang/srt/configs/muse_glimmer.py: MuseGlimmerAssistantConfig",
-            "served by the DFlash model, non-causal, with the target's vocabulary",
-        ),
-        FormatRule(
             "speculators",
             False,
             f"{_PARSE}; sglang/srt/utils/hf_transformers/config.py: HfModelConfigParser.parse",

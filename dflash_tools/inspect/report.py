@@ -12,7 +12,7 @@ from dflash_tools.draft.checks import check_config
 from dflash_tools.draft.config_keys import check_config_keys, covered_paths
 from dflash_tools.draft.description import DraftDescription
 from dflash_tools.draft.geometry import Geometry, resolve_geometry
-from dflash_tools.draft.profiles import ProfileMatch, match_profile, profile_findings
+from dflash_tools.draft.profiles import ProfileMatch, config_sha256, match_profile, profile_findings
 from dflash_tools.draft.sliding_window import check_sliding_window
 from dflash_tools.draft.target import TargetDescription, check_target, load_target
 from dflash_tools.draft.tensors import compare, expected_tensors, expected_totals, summarize
@@ -65,6 +65,7 @@ class InspectReport:
             "source_kind": loaded.kind,
             "revision": loaded.revision,
             "commit": loaded.commit,
+            "config_sha256": config_sha256(loaded.config_text),
             "dialect": desc.dialect.value if desc else None,
             "algorithm": desc.algorithm.value if desc else None,
             "geometry": geometry.to_dict() if geometry else None,
@@ -198,8 +199,10 @@ def inspect_loaded(
         if detected is not None:
             # The dialect is known even when the config is too broken to describe the draft.
             report.extra["dialect"] = detected.value
-    if desc is not None:
-        report.profile = match_profile(loaded.source, report.to_dict())
+    if loaded.config is not None:
+        # A config that describes no draft may still be a published release (by its sha256).
+        document = report.to_dict() if desc is not None else None
+        report.profile = match_profile(loaded.source, document, config=loaded.config, config_text=loaded.config_text)
         findings.extend(profile_findings(report.profile))
     report.findings, report.omitted = cap_findings(finish_findings(loaded, findings))
     return report

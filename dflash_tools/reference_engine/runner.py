@@ -7,6 +7,7 @@ import os
 import sys
 import traceback
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import torch
@@ -23,7 +24,9 @@ from dflash_tools.smoke_contract import (
     SmokeRequest,
     failed_result,
     mean_acceptance_length,
+    more_repetitions,
     rates,
+    timing_block,
     tokens_per_second,
     validate_request,
 )
@@ -96,7 +99,10 @@ def _tokenize(request: SmokeRequest, target_source: str, trust_remote_code: bool
                 [{"role": "user", "content": prompt}],
                 add_generation_prompt=True,
                 tokenize=True,
-                enable_thinking=bool(request.get("enable_thinking", False)),
+                **{
+                    **dict(request.get("chat_template_kwargs") or {}),
+                    "enable_thinking": bool(request.get("enable_thinking", False)),
+                },
             )
             if hasattr(encoded, "keys") and "input_ids" in encoded:
                 encoded = encoded["input_ids"]
@@ -175,14 +181,27 @@ def _run(request: SmokeRequest) -> dict[str, Any]:
     if warmup:
         speculate(prompts[:1], min(max_tokens, 2 * (k + 1)))
         loop.greedy_generate(target, prompts[:1], min(max_tokens, 4), ignore_eos=ignore_eos)
-    run = speculate(prompts, max_tokens)
-    baseline = loop.greedy_generate(target, prompts, max_tokens, ignore_eos=ignore_eos) if request["baseline"] else None
-    return build_result(run, baseline, target, draft, request, tokenizer, ignored=ignored, ignore_eos=ignore_eos)
+    # Timed repetitions (the request's `timing`), the target alone timed right after each, so
+    # that a slower spell of a shared machine weighs on both alike.
+    runs: list[loop.Generation] = []
+    alone: list[loop.Generation] = []
+    while True:
+        runs.append(speculate(prompts, max_tokens))
+        if request["baseline"]:
+            alone.append(loop.greedy_generate(target, prompts, max_tokens, ignore_eos=ignore_eos))
+        spent = sum(g.elapsed_s for g in runs + alone)
+        windows = [g.elapsed_s for g in runs]
+        if not (
+            more_repetitions(request, windows, spent)
+            or (alone and more_repetitions(request, [g.elapsed_s for g in alone], spent))
+        ):
+            break
+    return build_result(runs, alone, target, draft, request, tokenizer, ignored=ignored, ignore_eos=ignore_eos)
 
 
 def build_result(
-    run: loop.Generation,
-    baseline: loop.Generation | None,
+    runs: list[loop.Generation],
+    alone: list[loop.Generation],
     target: TargetModel,
     draft: DraftModel,
     request: SmokeRequest,
@@ -191,7 +210,18 @@ def build_result(
     ignored: list[str],
     ignore_eos: bool,
 ) -> dict[str, Any]:
+    """The result: counters and outputs of the first repetition, the timed figures of the median
+    one (`timing` lists them all when there is more than one)."""
     desc = draft.desc
+    first = runs[0]
+    timing = timing_block([g.elapsed_s for g in runs], [g.output_tokens for g in runs], [g.draft_s for g in runs])
+    run = replace(first, elapsed_s=runs[timing["median"]].elapsed_s, draft_s=runs[timing["median"]].draft_s)
+    run.target_s = runs[timing["median"]].target_s
+    baseline = None
+    baseline_timing = None
+    if alone:
+        baseline_timing = timing_block([g.elapsed_s for g in alone], [g.output_tokens for g in alone])
+        baseline = replace(alone[0], elapsed_s=alone[baseline_timing["median"]].elapsed_s)
     draft_fraction = run.draft_s / run.elapsed_s if run.elapsed_s > 0 else 0.0
     details: dict[str, Any] = {
         "torch": torch.__version__,
@@ -241,6 +271,10 @@ def build_result(
             "tokens_per_second": tokens_per_second(baseline.output_tokens, baseline.elapsed_s),
         }
         result["token_identical"] = baseline.outputs == run.outputs
+        if baseline_timing is not None and baseline_timing["repeats"] > 1:
+            result["baseline"]["timing"] = baseline_timing
+    if timing["repeats"] > 1:
+        result["timing"] = timing
     if tokenizer is not None:
         with contextlib.suppress(TypeError, ValueError, IndexError, OverflowError):
             result["output_texts"] = [tokenizer.decode(o, skip_special_tokens=True) for o in run.outputs]

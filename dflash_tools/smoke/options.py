@@ -8,13 +8,18 @@ bare string); `SmokeOptions` is everything the command line or a preset says abo
 `SmokeArguments` is what `resolve_options` reads from a command line (the CLI passes its parsed
 options).
 
-Imports: `serving` (the presets, the K parser and whether an engine is installed).
+Every number is checked for type, finiteness and range here, before any arithmetic
+(`check_numbers`): a NaN timeout or a K of a billion is a one-line usage error naming the option.
+
+Imports: `serving` (the presets, the K parser and whether an engine is installed), `reading`
+(the bounded JSON reader), `smoke.protocols` and `smoke.datasets` (what `--protocol` and
+`--dataset` name).
 """
 
 from __future__ import annotations
 
-import json
 import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -23,10 +28,23 @@ from typing import Any, Protocol
 
 from dflash_tools.errors import UsageError
 from dflash_tools.serving.presets import DraftEntry, Floor, Preset
+from dflash_tools.smoke.protocols import Protocol as SamplingProtocol
+from dflash_tools.smoke.protocols import greedy
 
 DEFAULT_MAX_TOKENS = 128
 # A floor given with --floor sets the mean acceptance length; position 0 keeps the sanity floor's.
 FIRST_POSITION_FLOOR = 0.3
+# --dataset without --num-prompts or a protocol that says how many: as many as the bundled prompts file.
+DEFAULT_DATASET_PROMPTS = 16
+SERVER_ENGINES = ("auto", "vllm", "sglang")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# Timed repetitions (docs/smoke-test.md, "How sure a measurement is"): without --repeat, each
+# timed run repeats until it has at least MIN_REPEATS windows and MIN_TIMED_S seconds of them
+# (a window under a second or two on a shared machine moves by tens of percent), at most
+# MAX_REPEATS times.
+MIN_REPEATS = 3
+MIN_TIMED_S = 5.0
+MAX_REPEATS = 50
 
 
 class Runtime(StrEnum):
@@ -60,6 +78,7 @@ class Source(StrEnum):
 
     ARGUMENT = "argument"  # the command line
     PRESET = "preset"  # the preset (`--preset`)
+    PROTOCOL = "protocol"  # the sampling protocol (`--protocol`)
     DEFAULT = "default"  # neither: the tool's default (or, for the runtime, what is installed)
 
 
@@ -113,11 +132,38 @@ class SmokeOptions:
     run_timeout: float = 3600.0  # wall-clock seconds of each engine run
     output_dir: Path | None = None
     server: ServerTarget | None = None
+    # `--server-engine`: auto (told from how the server answers), vllm or sglang.
+    server_engine: str = AUTO
+    # `--protocol`: how the measurement decodes (smoke.protocols); None: greedy with `chat`.
+    protocol: SamplingProtocol | None = None
+    # `--dataset`: where the prompts came from (smoke.datasets `DatasetPrompts.to_dict()`), and
+    # the prompts of the protocol's warm-up requests (servers only).
+    dataset: dict[str, Any] | None = None
+    warmup_prompts: list[str] | None = None
+    # Timed repetitions: `repeat` exactly (--repeat N), or None: at least MIN_REPEATS and until
+    # the timed windows add up to `min_time_s` (at most MAX_REPEATS).
+    repeat: int | None = None
+    min_time_s: float = MIN_TIMED_S
     # Where each value comes from, by field name (`engine_args.KEY` for an engine argument).
     sources: dict[str, Source] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.engine = Runtime(self.engine)  # a caller's plain "vllm" is the same runtime
+
+    def resolved_protocol(self) -> SamplingProtocol:
+        """The protocol as this test applies it: its sampling and chat, with the test's prompt count
+        and tokens per answer."""
+        import dataclasses
+
+        protocol = self.protocol or greedy(chat=self.chat, enable_thinking=self.enable_thinking)
+        count = len(self.prompt_token_ids) if self.prompt_token_ids else len(self.prompts)
+        return dataclasses.replace(protocol, max_tokens=self.max_tokens, num_prompts=count)
+
+    def timing(self) -> dict[str, Any]:
+        """The request's `timing` (dflash_tools.smoke_contract): how often each timed run repeats."""
+        if self.repeat is not None:
+            return {"min_repeats": self.repeat, "max_repeats": self.repeat, "min_timed_s": 0.0}
+        return {"min_repeats": MIN_REPEATS, "max_repeats": MAX_REPEATS, "min_timed_s": self.min_time_s}
 
     @property
     def sweep(self) -> bool:
@@ -213,46 +259,64 @@ class SmokeArguments(Protocol):
     @property
     def output_dir(self) -> Path | None: ...
 
+    # Added later; a caller's object may lack them (read with `_given`, None when absent).
+    # server_engine: str ("auto", "vllm", "sglang"); protocol: str | None (a name or a .json
+    # file); dataset: str | None; dataset_file: str | None; repeat: int | None; min_time: float | None
+
 
 def resolve_options(args: SmokeArguments, preset: Preset | None = None) -> SmokeOptions:
-    """Every option resolved once: the command line's value, else the preset's (`preset`, or the
-    one `args.preset` names), else the default; `SmokeOptions.sources` says which. Raises
-    UsageError for values or combinations that cannot work."""
+    """Every option resolved once: the command line's value, else the protocol's (`--protocol`:
+    prompts, tokens, chat), else the preset's (`preset`, or the one `args.preset` names), else the
+    default; `SmokeOptions.sources` says which. Raises UsageError for values or combinations that
+    cannot work, and for any number out of its range (`smoke.limits`) before it is used."""
     from dflash_tools.serving import presets
     from dflash_tools.serving.k_values import parse_k_values
+    from dflash_tools.smoke import limits
+    from dflash_tools.smoke.protocols import load_protocol
 
+    limits.check_arguments(args)
     if preset is None and args.preset:
         preset = presets.load_preset(args.preset)
     sources: dict[str, Source] = {}
 
-    def pick(name: str, given: Any, from_preset: Any, default: Any) -> Any:
-        if given is not None:
-            sources[name] = Source.ARGUMENT
-            return given
-        if from_preset is not None:
-            sources[name] = Source.PRESET
-            return from_preset
+    def pick(name: str, given: Any, from_preset: Any, default: Any, from_protocol: Any = None) -> Any:
+        for value, source in (
+            (given, Source.ARGUMENT),
+            (from_protocol, Source.PROTOCOL),
+            (from_preset, Source.PRESET),
+        ):
+            if value is not None:
+                sources[name] = source
+                return value
         sources[name] = Source.DEFAULT
         return default
 
+    protocol_name = _given(args, "protocol", None)
+    protocol = load_protocol(protocol_name) if protocol_name else None
+    if protocol is not None:
+        sources["protocol"] = Source.ARGUMENT
     k_values = parse_k_values(args.num_speculative_tokens) if args.num_speculative_tokens else None
+    limits.check_k_values(k_values)
     drafts = _draft_entries(args.drafts, preset, args.revision, sources)
-    runtime = Runtime.VLLM_SERVER if args.server else Runtime.resolve(args.runtime)
+    server_engine = _given(args, "server_engine", AUTO)
+    runtime = _server_runtime(server_engine) if args.server else Runtime.resolve(args.runtime)
     sources["engine"] = Source.ARGUMENT if args.server or args.runtime != AUTO else Source.DEFAULT
-    prompts_path = presets.resolve_prompts_path(
-        pick("prompts", args.prompts_file, preset.prompts if preset else None, None),
-        relative_to=preset.path.parent if preset else None,
+    num_prompts = pick(
+        "num_prompts",
+        args.num_prompts,
+        preset.num_prompts if preset else None,
+        None,
+        protocol.num_prompts if protocol else None,
     )
-    prompt_set = presets.load_prompts(
-        prompts_path, pick("num_prompts", args.num_prompts, preset.num_prompts if preset else None, None)
-    )
+    prompts = _prompts(args, preset, protocol, num_prompts, sources)
     engine_args, env = _engine_args(args, preset, sources)
+    chat = _chat(args, preset, protocol, sources)
     options = SmokeOptions(
         target=pick("target", args.target, preset.target if preset else None, None),
         drafts=drafts,
-        prompts=prompt_set.texts,
-        prompt_token_ids=prompt_set.token_ids,
-        prompts_source=str(prompts_path),
+        prompts=prompts.texts,
+        prompt_token_ids=prompts.token_ids,
+        prompts_source=prompts.source,
         num_speculative_tokens=pick(
             "num_speculative_tokens",
             k_values[0] if k_values and len(k_values) == 1 else None,
@@ -264,7 +328,13 @@ def resolve_options(args: SmokeArguments, preset: Preset | None = None) -> Smoke
         engine=runtime,
         device=args.device,
         dtype=args.dtype,
-        max_tokens=pick("max_tokens", args.max_tokens, preset.max_tokens if preset else None, DEFAULT_MAX_TOKENS),
+        max_tokens=pick(
+            "max_tokens",
+            args.max_tokens,
+            preset.max_tokens if preset else None,
+            DEFAULT_MAX_TOKENS,
+            protocol.max_tokens if protocol else None,
+        ),
         baseline=not args.no_baseline,
         compare_layouts=args.compare_layouts,
         force=args.force,
@@ -275,8 +345,8 @@ def resolve_options(args: SmokeArguments, preset: Preset | None = None) -> Smoke
         target_revision=args.target_revision,
         token=args.token,
         hub_timeout=args.timeout,
-        chat=pick("chat", args.chat, preset.chat if preset else None, False),
-        enable_thinking=pick("enable_thinking", None, preset.enable_thinking if preset else None, False),
+        chat=chat[0],
+        enable_thinking=chat[1],
         floor=Floor(args.floor, FIRST_POSITION_FLOOR, "--floor on the command line")
         if args.floor is not None
         else None,
@@ -288,14 +358,129 @@ def resolve_options(args: SmokeArguments, preset: Preset | None = None) -> Smoke
         run_timeout=args.run_timeout,
         output_dir=args.output_dir,
         server=ServerTarget(args.server, args.server_model, args.api_key, args.concurrency) if args.server else None,
+        server_engine=server_engine,
+        protocol=protocol,
+        dataset=prompts.dataset,
+        warmup_prompts=prompts.warmup,
+        repeat=_given(args, "repeat", None),
+        min_time_s=_min_time(args),
         sources=sources,
     )
     if options.sweep:
         sources["k_values"] = Source.ARGUMENT
     if options.floor is not None:
         sources["floor"] = Source.ARGUMENT
+    limits.check_options(options, preset)
     _check_server(options)
+    _check_protocol(options)
     return options
+
+
+def _given(args: SmokeArguments, name: str, default: Any) -> Any:
+    """An argument added after `SmokeArguments` was first published: a caller's object without it
+    has not given it."""
+    return getattr(args, name, default)
+
+
+def _min_time(args: SmokeArguments) -> float:
+    """`--min-time` (0 is a value: the minimum repetitions alone), else MIN_TIMED_S."""
+    given = _given(args, "min_time", None)
+    return MIN_TIMED_S if given is None else float(given)
+
+
+def _server_runtime(server_engine: str) -> Runtime:
+    """The runtime of `--server`: SGLang when named, else vLLM until the server says otherwise
+    (`smoke.run` plans with the engine detected)."""
+    if server_engine not in SERVER_ENGINES:
+        raise UsageError(f"--server-engine {server_engine!r}: not one of {', '.join(SERVER_ENGINES)}", "")
+    return Runtime.SGLANG_SERVER if server_engine == "sglang" else Runtime.VLLM_SERVER
+
+
+@dataclass
+class _Prompts:
+    texts: list[str]
+    token_ids: list[list[int]] | None
+    source: str
+    dataset: dict[str, Any] | None = None
+    warmup: list[str] | None = None
+
+
+def _prompts(
+    args: SmokeArguments,
+    preset: Preset | None,
+    protocol: SamplingProtocol | None,
+    num_prompts: int | None,
+    sources: dict[str, Source],
+) -> _Prompts:
+    """The prompts: a dataset's rows (`--dataset`, in the protocol's order), else a prompts file."""
+    from dflash_tools.serving import presets
+    from dflash_tools.smoke.datasets import load_dataset_prompts
+
+    dataset, dataset_file = _given(args, "dataset", None), _given(args, "dataset_file", None)
+    if dataset_file is not None and dataset is None:
+        raise UsageError("--dataset-file needs --dataset NAME (which dataset the file holds)", "e.g. --dataset gsm8k")
+    if dataset is not None:
+        if args.prompts_file is not None:
+            raise UsageError("--dataset and --prompts both name the prompts", "pass one of them")
+        sources["prompts"] = Source.ARGUMENT
+        rows = load_dataset_prompts(
+            dataset,
+            num_prompts or DEFAULT_DATASET_PROMPTS,
+            order=protocol.order if protocol else "dataset",
+            warmup=protocol.warmup if protocol else 0,
+            path=Path(dataset_file).expanduser() if dataset_file is not None else None,
+        )
+        return _Prompts(
+            rows.prompts,
+            None,
+            f"dataset {rows.spec.title}, {rows.source}",
+            rows.to_dict(),
+            rows.warmup_prompts,
+        )
+    given = args.prompts_file
+    path = presets.resolve_prompts_path(
+        given if given is not None else (preset.prompts if preset else None),
+        relative_to=preset.path.parent if preset else None,
+    )
+    sources["prompts"] = Source.ARGUMENT if given else Source.PRESET if preset and preset.prompts else Source.DEFAULT
+    prompt_set = presets.load_prompts(path, num_prompts)
+    return _Prompts(prompt_set.texts, prompt_set.token_ids, str(path))
+
+
+def _chat(
+    args: SmokeArguments, preset: Preset | None, protocol: SamplingProtocol | None, sources: dict[str, Source]
+) -> tuple[bool, bool]:
+    """(chat, enable_thinking): the protocol's when one is named (a --chat/--no-chat that
+    disagrees with it is a usage error), else the command line's, the preset's or off."""
+    if protocol is not None:
+        if args.chat is not None and args.chat != protocol.chat:
+            raise UsageError(
+                f"--{'' if args.chat else 'no-'}chat disagrees with protocol {protocol.name} "
+                f"({'chat prompts' if protocol.chat else 'raw completions'})",
+                "drop the option: the protocol says how prompts are sent",
+            )
+        sources["chat"] = sources["enable_thinking"] = Source.PROTOCOL
+        return protocol.chat, protocol.enable_thinking
+    chat = args.chat if args.chat is not None else (preset.chat if preset else None)
+    thinking = preset.enable_thinking if preset else None
+    sources["chat"] = (
+        Source.ARGUMENT if args.chat is not None else Source.PRESET if chat is not None else Source.DEFAULT
+    )
+    sources["enable_thinking"] = Source.PRESET if thinking is not None else Source.DEFAULT
+    return bool(chat), bool(thinking)
+
+
+def _check_protocol(options: SmokeOptions) -> None:
+    """Offline runs decode greedily: their verdict compares the output with the target alone and
+    with prefix caching on and off, which sampling would break. A sampling protocol is a server's."""
+    protocol = options.protocol
+    if protocol is None or options.server is not None or protocol.greedy:
+        return
+    raise UsageError(
+        f"protocol {protocol.name} samples ({protocol.summary()}); offline runs decode greedily (the "
+        "verdict compares the output with the target alone)",
+        "measure it on a running server (--server URL), or pass --protocol greedy",
+    )
 
 
 def _draft_entries(
@@ -334,18 +519,18 @@ def _engine_args(
 
 
 def _key_values(items: Sequence[str] | None, option: str, *, parse_json: bool) -> dict[str, Any]:
+    """`KEY=VALUE` items: engine arguments (the value JSON where it parses, `smoke.limits`) or
+    environment variables (a name a process environment can hold)."""
+    from dflash_tools.smoke import limits
+
     values: dict[str, Any] = {}
     for item in items or []:
         key, sep, raw = item.partition("=")
         if not sep or not key.strip():
             raise UsageError(f"{option} {item!r}: expected KEY=VALUE", f"e.g. {option} max_num_seqs=8")
-        value: Any = raw
-        if parse_json:
-            try:
-                value = json.loads(raw)
-            except ValueError:
-                value = raw
-        values[key.strip()] = value
+        if "\0" in item or (not parse_json and ("=" in key or not _ENV_NAME.match(key.strip()))):
+            raise UsageError(f"{option} {item!r}: not a valid KEY=VALUE", "a KEY of letters, digits and _; no NUL")
+        values[key.strip()] = limits.engine_arg_value(key.strip(), raw) if parse_json else raw
     return values
 
 

@@ -113,6 +113,8 @@ class DraftPlan:
     forced: bool = False
     # A sweep of a DFlash2 draft: why only its trained K can be served.
     single_k_only: str | None = None
+    # The draft could not be read at all (no such source, the Hub unreachable): {message, hint}.
+    read_error: dict[str, str] | None = None
 
     @property
     def runnable(self) -> bool:
@@ -137,7 +139,8 @@ class DraftPlan:
             "algorithm": desc.algorithm.value if desc else None,
             "geometry": geometry.to_dict() if geometry else None,
             "preflight": {
-                "ok": not has_errors(self.findings),
+                "ok": not has_errors(self.findings) and self.read_error is None,
+                "error": dict(self.read_error) if self.read_error else None,
                 "findings": [f.to_dict() for f in self.findings],
                 "forced": self.forced,
             },
@@ -261,7 +264,13 @@ def _request(
         "enable_thinking": options.enable_thinking,
         "label": label,
         "target_revision": options.target_revision,
+        # Repetitions stop starting once they have used half the run's wall clock, so that the
+        # baseline and the rest of the run still fit in --run-timeout.
+        "timing": {**options.timing(), "budget_s": options.run_timeout / 2},
     }
+    template = {k: v for k, v in options.resolved_protocol().chat_template_kwargs.items() if k != "enable_thinking"}
+    if options.chat and template:
+        request["chat_template_kwargs"] = template
     if runtime is not None:
         speculative: dict[str, Any] = {"method": runtime.method, "model": served, "num_speculative_tokens": k}
         if hub and revision:
@@ -302,7 +311,17 @@ def plan_draft(
     try:
         loaded = load_checkpoint(source, revision=revision, token=options.token, timeout=options.hub_timeout)
     except DflashToolsError as exc:
-        return DraftPlan(source, label, [], entry=entry, floor=floor, refusal=exc.message, refusal_kind="setup")
+        # Nothing of the draft was read: the preflight failed (not "ok, no findings").
+        return DraftPlan(
+            source,
+            label,
+            [],
+            entry=entry,
+            floor=floor,
+            refusal=exc.message,
+            refusal_kind="setup",
+            read_error={"kind": exc.kind, "message": exc.message, "hint": exc.hint},
+        )
     # A sweep's preflight is at the trained K; each K's own geometry findings go with its run.
     preflight_k = None if options.sweep else options.num_speculative_tokens
     report = inspect_loaded(loaded, target=target_spec, num_speculative_tokens=preflight_k)

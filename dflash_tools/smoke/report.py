@@ -21,8 +21,9 @@ from dflash_tools.draft.description import Algorithm
 from dflash_tools.draft.geometry import layout_name
 from dflash_tools.errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE
 from dflash_tools.serving.presets import Floor
-from dflash_tools.smoke import cross_check, sweep
+from dflash_tools.smoke import cross_check, diagnosis, sweep, timing
 from dflash_tools.smoke.plan import DraftPlan, RunPlan, SmokePlan
+from dflash_tools.smoke.prefix_check import prefix_caching_identity, prefix_caching_reasons, token_identity
 
 SCHEMA_VERSION = 1
 CLEAR_MARGIN = 0.10
@@ -33,129 +34,18 @@ class Verdict:
     status: str  # "pass" | "fail" | "error" | "refused" | "skipped" | "planned"
     reasons: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    # Why acceptance likely collapsed (`smoke.diagnosis`), on a run that failed its floor.
+    diagnosis: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"status": self.status, "reasons": list(self.reasons), "warnings": list(self.warnings)}
-
-
-def token_identity(outputs: list[list[int]], baseline: list[list[int]]) -> dict[str, Any]:
-    """Prompt-by-prompt comparison of greedy outputs with and without speculation."""
-    identical = 0
-    first: dict[str, int] | None = None
-    for index, (ours, theirs) in enumerate(zip(outputs, baseline, strict=False)):
-        if ours == theirs:
-            identical += 1
-            continue
-        if first is None:
-            position = next(
-                (i for i, (a, b) in enumerate(zip(ours, theirs, strict=False)) if a != b), min(len(ours), len(theirs))
-            )
-            first = {"prompt": index, "position": position}
-    comparable = len(outputs) == len(baseline) and bool(outputs)
-    return {
-        "token_identical": comparable and identical == len(outputs),
-        "identical_prompts": identical,
-        "prompts": len(outputs),
-        "first_mismatch": first,
-    }
-
-
-def prefix_caching_identity(
-    result: contract.SmokeResult | None, baseline: contract.BaselineResult | None
-) -> dict[str, Any] | None:
-    """Greedy identity with prefix caching on and off, from a run's `prefix_caching` outputs.
-
-    Checks, each prompt by prompt with the first differing (prompt, token) position: the prompts
-    with prefix caching on vs off; the continuations (prompt + the first half of the first pass's
-    output, which reuse blocks cached while speculating) on vs off; each continuation against the
-    rest of the first pass (greedy decoding must pick the same tokens again); and the engine that
-    was not measured against the target alone (the measured one is `token_identity`).
-    """
-    if result is None or not result["ok"]:
-        return None
-    block = result.get("prefix_caching")
-    if block is None:
-        return None
-    if "error" in block:
-        return {"ok": False, "error": str(block["error"]), "checks": [], "identical": None}
-    measured, other = block["measured"], block["other"]
-    on, off = (measured, other) if measured.get("enable_prefix_caching") else (other, measured)
-    prefix = list(block.get("continuation_prefix_tokens") or [])
-    rest = [list(output[n:]) for output, n in zip(measured["outputs"], prefix, strict=False)]
-    pairs: list[tuple[str, list[list[int]], list[list[int]]]] = [
-        ("prompts: prefix caching on vs off", on["outputs"], off["outputs"]),
-        ("continuations: prefix caching on vs off", on["continuation_outputs"], off["continuation_outputs"]),
-        ("continuations with prefix caching on vs the first pass", on["continuation_outputs"], rest),
-        ("continuations with prefix caching off vs the first pass", off["continuation_outputs"], rest),
-    ]
-    if baseline is not None:
-        setting = "on" if other.get("enable_prefix_caching") else "off"
-        pairs.append(
-            (f"prompts with prefix caching {setting} vs the target alone", other["outputs"], baseline["outputs"])
-        )
-    checks = []
-    for name, ours, theirs in pairs:
-        identity = token_identity(ours, theirs)
-        checks.append(
-            {"name": name, "identical": identity["token_identical"], "first_mismatch": identity["first_mismatch"]}
-        )
-    return {
-        "ok": True,
-        "error": None,
-        "identical": all(check["identical"] for check in checks),
-        "checks": checks,
-        "continuation_prefix_tokens": prefix,
-        "prefix_cache_hits": on.get("prefix_cache_hits"),
-        "prefix_cache_queries": on.get("prefix_cache_queries"),
-        "continuation_acceptance": _continuation_acceptance(on, off),
-    }
-
-
-def _continuation_acceptance(on: dict[str, Any], off: dict[str, Any]) -> dict[str, Any] | None:
-    """Acceptance per position of the continuation pass, prefix caching on vs off. The output
-    cannot show a draft that reads a wrong cached context (verification keeps it lossless); its
-    acceptance can. Same tolerance as the cross-check between engines."""
-    rates = {}
-    for name, run in (("on", on), ("off", off)):
-        drafts, accepted = run.get("continuation_num_drafts"), run.get("continuation_accepted_per_position")
-        if not drafts or accepted is None:
-            return None
-        rates[name] = contract.rates(drafts, list(accepted))
-    width = max(len(rates["on"]), len(rates["off"]))
-    padded = {name: values + [0.0] * (width - len(values)) for name, values in rates.items()}
-    difference = max((abs(a - b) for a, b in zip(padded["on"], padded["off"], strict=True)), default=0.0)
-    return {
-        "acceptance_rate_per_position": padded,
-        "max_rate_difference": difference,
-        "tolerance": cross_check.RATE_TOLERANCE,
-        "agrees": difference <= cross_check.RATE_TOLERANCE,
-    }
-
-
-def prefix_caching_reasons(check: dict[str, Any] | None) -> tuple[list[str], list[str]]:
-    """Verdict reasons (every divergence) and warnings (a check that could not show anything)."""
-    if check is None:
-        return [], []
-    if not check["ok"]:
-        return [], [f"the prefix-caching check did not run: {check['error']}"]
-    reasons = []
-    for item in check["checks"]:
-        if not item["identical"]:
-            where = item["first_mismatch"]
-            at = f": first at prompt {where['prompt']}, token {where['position']}" if where else ""
-            reasons.append(f"prefix caching changes greedy output ({item['name']} differ{at})")
-    warnings = []
-    if check.get("prefix_cache_hits") == 0:
-        warnings.append("the continuation pass hit no cached block: prefix caching was not exercised")
-    acceptance = check.get("continuation_acceptance")
-    if acceptance is not None and not acceptance["agrees"]:
-        on, off = (acceptance["acceptance_rate_per_position"][k] for k in ("on", "off"))
-        position = max(range(len(on)), key=lambda i: abs(on[i] - off[i]))
-        warnings.append(
-            f"prefix caching changes the draft's acceptance on the continuations (position {position}: "
-            f"{on[position]:.2f} on vs {off[position]:.2f} off): the draft may read a wrong cached context"
-        )
-    return reasons, warnings
+        document: dict[str, Any] = {
+            "status": self.status,
+            "reasons": list(self.reasons),
+            "warnings": list(self.warnings),
+        }
+        if self.diagnosis is not None:
+            document["diagnosis"] = self.diagnosis
+        return document
 
 
 def layout_cause(run: RunPlan, result: contract.SmokeResult | None) -> str | None:
@@ -183,8 +73,20 @@ def layout_cause(run: RunPlan, result: contract.SmokeResult | None) -> str | Non
     )
 
 
-def speed_warning(speedup: float | None, result: contract.SmokeResult | None, baseline_tps: float | None) -> str | None:
-    """A draft that made generation slower than the target alone is not a win, whatever it accepts."""
+def speed_warning(
+    speedup: float | None,
+    result: contract.SmokeResult | None,
+    baseline_tps: float | None,
+    spread: timing.Spread | None = None,
+) -> str | None:
+    """A draft that made generation slower than the target alone is not a win, whatever it
+    accepts; one whose speed-up's spread straddles 1 is neither (docs/smoke-test.md, "How sure a
+    measurement is")."""
+    if spread is not None and spread.samples > 1 and spread.low < 1.0 < spread.high:
+        return (
+            f"as fast as the target alone within the spread: {spread.median:.2f}x, from {spread.low:.2f}x to "
+            f"{spread.high:.2f}x over {spread.samples} runs"
+        )
     if speedup is None or speedup >= 1.0 or result is None or baseline_tps is None:
         return None
     return (
@@ -231,7 +133,10 @@ def judge_run(
     if floor.first_position_rate is not None and rates and rates[0] < floor.first_position_rate:
         verdict.reasons.append(f"position-0 acceptance {rates[0]:.2f} is below {floor.first_position_rate:.2f}")
     positions = len(result["accepted_per_position"])
-    if drafts and positions != k:
+    # A server that reports no per-position numbers (SGLang without its histogram) drafted K
+    # positions as far as anyone can tell.
+    counted = (result.get("per_position") or {}).get("available", True)
+    if drafts and positions != k and counted:
         verdict.reasons.append(f"the engine drafted {positions} positions per step, the plan asked for K = {k}")
     observed = result["query_positions_per_step"] or []
     wrong = sorted({q for q in observed if q != run.num_query_tokens})
@@ -300,6 +205,8 @@ def _run_document(
         identity = token_identity(result["outputs"], baseline["outputs"])
         if baseline["tokens_per_second"] > 0:
             speedup = result["tokens_per_second"] / baseline["tokens_per_second"]
+    speed = timing.tokens_per_second(result)
+    ratio = timing.speedup(speed, timing.baseline_tokens_per_second(baseline))
     verdict = judge_run(
         run, result, draft.floor, identity=identity, require_identical=require_identical, mean_floor=mean_floor
     )
@@ -311,7 +218,7 @@ def _run_document(
         verdict.warnings.extend(run.notes)
         if reasons:
             verdict.status = "fail"
-    slow = speed_warning(speedup, result, baseline["tokens_per_second"] if baseline else None)
+    slow = speed_warning(speedup, result, baseline["tokens_per_second"] if baseline else None, ratio)
     if slow is not None and verdict.status in ("pass", "fail"):
         verdict.warnings.append(slow)
     check = None
@@ -329,6 +236,8 @@ def _run_document(
         result=dict(result) if result is not None else None,
         token_identity=identity,
         speedup=speedup,
+        tokens_per_second_spread=speed.to_dict() if speed else None,
+        speedup_spread=ratio.to_dict() if ratio else None,
         cross_check=check,
         prefix_caching=prefix_check,
         verdict=verdict.to_dict(),
@@ -414,7 +323,18 @@ def build_document(
         flipped = next((results.get(r.slug) for r in draft.runs if r.layout_role == "flipped"), None)
         geometry = draft.report.geometry if draft.report else None
         comparison = compare_layouts(declared, flipped, layout_name(geometry.sample_from_anchor)) if geometry else None
+        _diagnose(draft, run_docs, run_verdicts, results, comparison, plan)
+        for run, run_doc in zip(draft.runs, run_docs, strict=True):
+            run_doc.update(_references(draft, results.get(run.slug), plan))
         verdict = _draft_verdict(draft, run_verdicts, comparison)
+        verdict.diagnosis = next(
+            (
+                v.diagnosis
+                for run, v in sorted(run_verdicts, key=lambda rv: -rv[0].num_speculative_tokens)
+                if v.diagnosis
+            ),
+            None,
+        )
         statuses.append((draft, verdict))
         document = draft.to_dict()
         document.update(
@@ -456,6 +376,11 @@ def build_document(
         },
         "work_dir": work_dir,
         "baseline": {k: v for k, v in baseline.items() if k != "outputs"} if baseline else None,
+        "baseline_tokens_per_second_spread": (
+            spread.to_dict() if (spread := timing.baseline_tokens_per_second(baseline)) else None
+        ),
+        "protocol": options.resolved_protocol().to_dict(),
+        "dataset": options.dataset,
         "drafts": drafts,
     }
     if extra:
@@ -493,6 +418,51 @@ def _k_sweep(
     if single is None and description is not None and description.algorithm is Algorithm.DFLASH2:
         single = f"DFlash2 serves only its trained K = {geometry.max_speculative_tokens} (DFT013)"
     return sweep.summarize(runs, baseline, trained_k=geometry.max_speculative_tokens, single_k_only=single)
+
+
+def _diagnose(
+    draft: DraftPlan,
+    run_docs: list[dict[str, Any]],
+    run_verdicts: list[tuple[RunPlan, Verdict]],
+    results: dict[str, contract.SmokeResult],
+    comparison: dict[str, Any] | None,
+    plan: SmokePlan,
+) -> None:
+    """Each failed run's likely cause (`smoke.diagnosis`), in its verdict."""
+    outcome = comparison["outcome"] if comparison else None
+    layers = plan.target_spec.num_hidden_layers if plan.target_spec else None
+    for (run, verdict), run_doc in zip(run_verdicts, run_docs, strict=True):
+        if verdict.status != "fail" or run.layout_role == "flipped":
+            continue
+        found = diagnosis.diagnose(
+            draft, run, results.get(run.slug), draft.floor, layout_outcome=outcome, target_layers=layers
+        )
+        if found is not None:
+            verdict.diagnosis = found.to_dict()
+            run_doc["verdict"] = verdict.to_dict()
+
+
+def _references(draft: DraftPlan, result: contract.SmokeResult | None, plan: SmokePlan) -> dict[str, Any]:
+    """A run's acceptance lengths in both definitions and its distance from every published
+    reference for its draft and dataset (`smoke.references`), measured under the run's protocol."""
+    from dflash_tools.smoke import acceptance, references
+
+    if result is None or not result["ok"]:
+        return {}
+    lengths = result.get("acceptance_lengths") or acceptance.from_counters(
+        result["num_drafts"],
+        result["num_accepted_tokens"],
+        result["output_tokens"],
+        f"the {result['engine']} engine's counters",
+    )
+    found: list[dict[str, Any]] = []
+    dataset = (plan.options.dataset or {}).get("name")
+    if dataset:
+        served = (result.get("engine_details") or {}).get("draft_model")
+        draft_source = draft.source if draft.report is not None else served
+        for reference in references.references_for(draft_source, dataset) if draft_source else []:
+            found.append(references.distance(lengths, dataset, plan.options.resolved_protocol(), reference).to_dict())
+    return {"acceptance_lengths": lengths, "references": found}
 
 
 def exit_code(statuses: list[tuple[str | None, str]]) -> int:

@@ -163,10 +163,19 @@ def _server_document(options: SmokeOptions) -> dict[str, Any]:
             enable_thinking=options.enable_thinking,
             seed=options.seed,
             concurrency=server.concurrency,
+            timeout_s=options.hub_timeout or 10.0,
+            run_timeout_s=options.run_timeout,
+            engine=options.server_engine,
+            protocol=options.protocol,
+            warmup_prompts=options.warmup_prompts,
+            dataset=options.dataset,
         )
     )
-    served_model = str((result.get("engine_details") or {}).get("model", server.url))
-    measured_k = len(result["accepted_per_position"])
+    details = result.get("engine_details") or {}
+    served_model = str(details.get("model", server.url))
+    # The K the server runs: SGLang says it (drafts per step + 1); vLLM's per-position counters do.
+    block = details.get("speculative_num_draft_tokens")
+    measured_k = block - 1 if isinstance(block, int) and block > 1 else len(result["accepted_per_position"])
     if draft_plan is None:
         draft_plan = DraftPlan(source=server.url, label=served_model, findings=[], floor=options.floor or SANITY_FLOOR)
     declared = draft_plan.declared_run
@@ -188,7 +197,7 @@ def _server_document(options: SmokeOptions) -> dict[str, Any]:
         draft_plan.refusal = None
         draft_plan.refusal_kind = None
     draft_plan.runs = [run]
-    plan = SmokePlan(Runtime.VLLM_SERVER, options.target, target, None, [draft_plan], options)
+    plan = SmokePlan(Runtime(result["engine"]), options.target, target, None, [draft_plan], options)
     return report.build_document(
         plan,
         {run.slug: result},

@@ -28,6 +28,16 @@ grows with the query positions), and verification grows linearly between the two
 DFlash2 drafts serve only their trained K (the convolution block is the query positions,
 `draft.geometry`): the sweep says so and predicts nothing else.
 
+How sure: each measured K's tokens per second is the median of its timed repetitions, with their
+spread (`smoke.timing`). A K is named best only when its slowest repetition beats every other
+K's fastest; otherwise the section says which K its spread cannot separate. A measured K whose
+spread overlaps another's is marked too wide to rank K by.
+
+The prediction is checked against every other measured K (`prediction_check`): off by more than
+PREDICTION_TOLERANCE and beyond that K's spread, the model does not hold there, and the section
+says why when the runs show it (drafting or verifying time per step that grows with K, where the
+model takes drafting as constant).
+
 Pure functions over contract results; nothing here runs an engine.
 """
 
@@ -38,6 +48,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from dflash_tools import smoke_contract as contract
+from dflash_tools.smoke import timing
+from dflash_tools.smoke.timing import Spread
+
+# How far a prediction may miss a measured K before the model is said not to hold there.
+PREDICTION_TOLERANCE = 0.15
+# Per-step costs that differ by more than this share between two K are said to grow with K.
+COST_GROWTH = 0.25
 
 
 @dataclass(frozen=True)
@@ -125,6 +142,95 @@ def _best(rows: Sequence[dict[str, Any]], key: str, *fields: str) -> dict[str, A
     return {"num_speculative_tokens": best["num_speculative_tokens"], **{name: best[name] for name in fields}}
 
 
+def _ranking(measured: dict[int, Spread], rows: list[dict[str, Any]]) -> tuple[dict[str, Any] | None, str | None]:
+    """The best measured K when its spread separates it from every other, else why none is named.
+    Marks each measured row `too_wide_to_rank` when its spread overlaps another K's."""
+    for row in rows:
+        k = row["num_speculative_tokens"]
+        if k in measured:
+            mine = measured[k]
+            row["too_wide_to_rank"] = len(measured) > 1 and any(
+                not (mine.ahead_of(other) or other.ahead_of(mine)) for j, other in measured.items() if j != k
+            )
+    fastest = _best(rows, "tokens_per_second", "tokens_per_second", "speedup")
+    if fastest is None:
+        return None, None
+    k = fastest["num_speculative_tokens"]
+    others = {j: other for j, other in measured.items() if j != k}
+    if not others:
+        return fastest, None
+    if measured[k].samples < 2:
+        return None, "one timed run per K: no spread to rank K by (drop --repeat 1, or pass --repeat N)"
+    tied = sorted(j for j, other in others.items() if not measured[k].ahead_of(other))
+    if tied:
+        listed = ", ".join(f"K = {j}" for j in tied)
+        return None, (
+            f"K = {k} has the highest median, but its spread overlaps {listed}: no best K (longer runs, "
+            "--max-tokens or --num-prompts, or more repetitions, --repeat N, may separate them)"
+        )
+    return fastest, None
+
+
+def _prediction_check(model: CostModel, rows: list[dict[str, Any]], runs: dict[int, SweepRun]) -> dict[str, Any] | None:
+    """The prediction against every measured K but the reference: its error, and whether the
+    model holds (within PREDICTION_TOLERANCE, or within the measurement's own spread)."""
+    checked = []
+    for row in rows:
+        k = row["num_speculative_tokens"]
+        if k == model.reference_k or row["speedup"] is None or row["predicted_speedup"] is None:
+            continue
+        spread = row.get("speedup_spread") or {}
+        error = row["predicted_speedup"] / row["speedup"] - 1
+        inside = spread.get("samples", 1) > 1 and spread["low"] <= row["predicted_speedup"] <= spread["high"]
+        checked.append({"num_speculative_tokens": k, "error": error, "within_spread": inside})
+    if not checked:
+        return None
+    misses = [c for c in checked if abs(c["error"]) > PREDICTION_TOLERANCE and not c["within_spread"]]
+    return {
+        "tolerance": PREDICTION_TOLERANCE,
+        "checked": checked,
+        "holds": not misses,
+        "why_not": _why_not(model, misses, runs) if misses else None,
+    }
+
+
+def _per_step(run: SweepRun) -> tuple[float, float] | None:
+    """(drafting, the rest) seconds per draft step of a measured run."""
+    result = run.result
+    if result is None or not result["ok"] or not result["num_drafts"] or result.get("draft_time_s") is None:
+        return None
+    drafting = float(result.get("draft_time_s") or 0.0)
+    return drafting / result["num_drafts"], max(0.0, result["elapsed_s"] - drafting) / result["num_drafts"]
+
+
+def _why_not(model: CostModel, misses: list[dict[str, Any]], runs: dict[int, SweepRun]) -> str:
+    """The sentence that says where the model misses, and why where the measured steps show it."""
+    worst = max(misses, key=lambda c: abs(c["error"]))
+    k = worst["num_speculative_tokens"]
+    sentence = (
+        f"the prediction misses the measured speed-up at K = {k} by {worst['error']:+.0%}, beyond its spread: "
+        "the model does not hold here"
+    )
+    mine, reference = _per_step(runs[k]), _per_step(runs[model.reference_k])
+    if mine is None or reference is None:
+        return sentence
+    causes = []
+    for index, name in ((0, "drafting"), (1, "verifying")):
+        low, high = sorted((mine[index], reference[index]))
+        if high > 0 and (high - low) / high > COST_GROWTH:
+            causes.append(
+                f"{name} takes {mine[index] * 1000:.2f} ms per step at K = {k} and "
+                f"{reference[index] * 1000:.2f} ms at K = {model.reference_k}"
+            )
+    if causes:
+        sentence += (
+            " (" + "; ".join(causes) + "; the model takes drafting as the same at every K and verifying as linear "
+            "from the target alone, which holds where the forwards are latency-bound, as on a GPU at small batch, "
+            "not on a CPU, where each costs by the positions it computes)"
+        )
+    return sentence
+
+
 def summarize(
     runs: Sequence[SweepRun],
     baseline: contract.BaselineResult | None,
@@ -162,11 +268,17 @@ def summarize(
                 )
     if single_k_only is not None:
         notes.append(single_k_only)
+    alone = timing.baseline_tokens_per_second(baseline)
+    spreads: dict[int, Spread] = {}
     rows = []
     for k in sorted(set(measured) | set(predicted_ks)):
         run = measured.get(k)
         result = run.result if run is not None else None
         ok = result is not None and result["ok"]
+        speed = timing.tokens_per_second(result) if ok else None
+        if speed is not None:
+            spreads[k] = speed
+        ratio = timing.speedup(speed, alone)
         row: dict[str, Any] = {
             "num_speculative_tokens": k,
             "num_query_tokens": run.num_query_tokens if run is not None else None,
@@ -180,6 +292,9 @@ def summarize(
                 if ok and result and baseline and baseline["tokens_per_second"] > 0
                 else None
             ),
+            "tokens_per_second_spread": speed.to_dict() if speed else None,
+            "speedup_spread": ratio.to_dict() if ratio else None,
+            "too_wide_to_rank": False,
             "predicted_mean_acceptance_length": None,
             "predicted_speedup": None,
         }
@@ -187,11 +302,18 @@ def summarize(
             row["predicted_mean_acceptance_length"] = model.mean_acceptance_length(k)
             row["predicted_speedup"] = model.speedup(k)
         rows.append(row)
+    best, no_best = _ranking(spreads, rows)
+    check = _prediction_check(model, rows, measured) if isinstance(model, CostModel) else None
+    if check is not None and check["why_not"]:
+        notes.append(check["why_not"])
     return {
         "trained_k": trained_k,
         "k_values": sorted(measured),
         "rows": rows,
-        "best_measured": _best(rows, "tokens_per_second", "tokens_per_second", "speedup"),
+        "best_measured": best,
+        "fastest_measured": _best(rows, "tokens_per_second", "tokens_per_second", "speedup"),
+        "no_best_measured": no_best,
+        "prediction_check": check,
         "best_predicted": _best(rows, "predicted_speedup", "predicted_speedup"),
         "prediction": {
             "available": isinstance(model, CostModel),

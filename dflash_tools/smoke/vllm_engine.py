@@ -13,18 +13,27 @@ Either check failing ends the run: it never proceeds with the plugin silently in
 
 from __future__ import annotations
 
-import gc
 import json
 import os
 import shutil
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from dflash_tools import smoke_contract as contract
-from dflash_tools.smoke.metrics import ZERO, counters_from_metrics, prefix_cache_counters
+from dflash_tools.smoke.metrics import ZERO, counters_from_metrics
+from dflash_tools.smoke.vllm_passes import (
+    continuation_pass,
+    continuation_prompts,
+    engine_kwargs,
+    generate,
+    other_engine_passes,
+    prefix_caching_enabled,
+    prompts_for,
+    shutdown,
+    timed_passes,
+)
 from dflash_tools.smoke_contract import progress
 from dflash_tools.vllm_plugin.markers import MARKER_DIR_ENV, read_markers, summarize
 
@@ -177,7 +186,6 @@ def install_draft_timer(worker: Any) -> str | None:
     around it on the current stream are read at the end (no synchronization during the run).
     The K sweep's prediction needs this split of a step into drafting and the rest.
     """
-    import time
 
     runner = getattr(worker, "model_runner", None)
     owner = next(
@@ -302,147 +310,6 @@ def _check_observed_queries(request: contract.SmokeRequest, state: dict[str, Any
     return observed or None
 
 
-def _prompts(llm: Any, request: contract.SmokeRequest) -> list[Any]:
-    if request["prompt_token_ids"] is not None:
-        return [{"prompt_token_ids": ids} for ids in request["prompt_token_ids"]]
-    if not request.get("chat"):
-        return list(request["prompts"])
-    tokenizer = llm.get_tokenizer()
-    return [
-        tokenizer.apply_chat_template(
-            [{"role": "user", "content": prompt}],
-            tokenize=False,
-            add_generation_prompt=True,
-            enable_thinking=bool(request.get("enable_thinking", False)),
-        )
-        for prompt in request["prompts"]
-    ]
-
-
-def _shutdown(llm: Any) -> None:
-    engine = getattr(llm, "llm_engine", None)
-    core = getattr(engine, "engine_core", None)
-    shutdown = getattr(core, "shutdown", None)
-    if callable(shutdown):
-        shutdown()
-    del llm
-    gc.collect()
-    try:
-        import torch
-
-        if torch.cuda.is_available():
-            torch.cuda.empty_cache()
-    except ImportError:
-        pass
-
-
-def _engine_kwargs(request: contract.SmokeRequest) -> dict[str, Any]:
-    kwargs = dict(request["engine_args"])
-    kwargs.setdefault("seed", request["seed"])
-    if request["dtype"]:
-        kwargs.setdefault("dtype", request["dtype"])
-    if request.get("target_revision"):
-        kwargs.setdefault("revision", request["target_revision"])
-    # get_metrics() needs statistics; LLM() disables them by default.
-    kwargs["disable_log_stats"] = False
-    return kwargs
-
-
-@dataclass
-class Generated:
-    outputs: list[list[int]]
-    texts: list[str]
-    elapsed: float
-    prompt_token_ids: list[list[int]]
-
-
-def _generate(
-    llm: Any, prompts: list[Any], request: contract.SmokeRequest, max_tokens: int | list[int] | None = None
-) -> Generated:
-    """Greedy generation; `max_tokens` per prompt when a list (default: the request's)."""
-    from vllm import SamplingParams
-
-    limits = max_tokens if isinstance(max_tokens, list) else [max_tokens or request["max_tokens"]] * len(prompts)
-    params = [SamplingParams(temperature=0.0, max_tokens=limit, seed=request["seed"]) for limit in limits]
-    started = time.perf_counter()
-    outputs = llm.generate(prompts, params, use_tqdm=False)
-    elapsed = time.perf_counter() - started
-    return Generated(
-        outputs=[list(output.outputs[0].token_ids) for output in outputs],
-        texts=[output.outputs[0].text for output in outputs],
-        elapsed=elapsed,
-        prompt_token_ids=[list(output.prompt_token_ids or []) for output in outputs],
-    )
-
-
-# --- prefix caching ------------------------------------------------------------------------------
-
-
-def _prefix_caching_enabled(llm: Any, kwargs: dict[str, Any]) -> bool:
-    try:
-        return bool(llm.llm_engine.vllm_config.cache_config.enable_prefix_caching)
-    except AttributeError:
-        return bool(kwargs.get("enable_prefix_caching", True))
-
-
-def continuation_prompts(first: Generated) -> tuple[list[dict[str, list[int]]], list[int], list[int]]:
-    """Each prompt extended by the first half of its output: the prompts of the second pass, the
-    tokens taken from each output, and how many tokens each must generate to end where it did."""
-    prefix = [len(output) // 2 for output in first.outputs]
-    prompts = [
-        {"prompt_token_ids": ids + output[:n]}
-        for ids, output, n in zip(first.prompt_token_ids, first.outputs, prefix, strict=True)
-    ]
-    remaining = [max(1, len(output) - n) for output, n in zip(first.outputs, prefix, strict=True)]
-    return prompts, prefix, remaining
-
-
-def _continuation_pass(
-    llm: Any, request: contract.SmokeRequest, prompts: list[dict[str, list[int]]], remaining: list[int]
-) -> dict[str, Any]:
-    """The continuations, with vLLM's prefix-cache counters and the speculative-decoding counters
-    over this pass: a draft whose cached context is wrong proposes worse tokens without changing
-    the output, so the acceptance is compared too."""
-    metrics = llm.get_metrics()
-    before, spec_before = prefix_cache_counters(metrics), counters_from_metrics(metrics) or ZERO
-    second = _generate(llm, list(prompts), request, remaining)
-    metrics = llm.get_metrics()
-    after, spec_after = prefix_cache_counters(metrics), counters_from_metrics(metrics)
-    hits = queries = None
-    if before is not None and after is not None:
-        queries, hits = after[0] - before[0], after[1] - before[1]
-    spec = spec_after.minus(spec_before) if spec_after is not None else None
-    return {
-        "continuation_outputs": second.outputs,
-        "prefix_cache_hits": hits,
-        "prefix_cache_queries": queries,
-        "continuation_num_drafts": spec.num_drafts if spec else None,
-        "continuation_accepted_per_position": list(spec.accepted_per_position) if spec else None,
-    }
-
-
-def _other_engine_passes(
-    request: contract.SmokeRequest,
-    kwargs: dict[str, Any],
-    speculative: dict[str, Any],
-    prompts: list[Any],
-    enable: bool,
-    continuation: list[dict[str, list[int]]],
-    remaining: list[int],
-) -> dict[str, Any]:
-    """Both passes again in an engine with prefix caching `enable`."""
-    from vllm import LLM
-
-    progress(f"prefix caching {'on' if enable else 'off'}: loading the engine again")
-    llm = LLM(model=request["target"], speculative_config=speculative, **{**kwargs, "enable_prefix_caching": enable})
-    try:
-        first = _generate(llm, prompts, request)
-        passes = _continuation_pass(llm, request, continuation, remaining)
-        return {"enable_prefix_caching": _prefix_caching_enabled(llm, kwargs), "outputs": first.outputs, **passes}
-    finally:
-        _shutdown(llm)
-
-
 def run_request(request: contract.SmokeRequest, *, work_dir: Path | None = None) -> contract.SmokeResult:
     work = work_dir or Path(tempfile.mkdtemp(prefix="dflash-tools-vllm-"))
     details: dict[str, Any] = {}
@@ -477,7 +344,7 @@ def _run(request: contract.SmokeRequest, work: Path, details: dict[str, Any]) ->
         _require_plugin_loaded()
 
     progress(f"loading {request['target']} with draft {speculative['model']} (K={request['num_speculative_tokens']})")
-    kwargs = _engine_kwargs(request)
+    kwargs = engine_kwargs(request)
     try:
         llm = LLM(model=request["target"], speculative_config=speculative, **kwargs)
     except Exception as exc:
@@ -499,16 +366,24 @@ def _run(request: contract.SmokeRequest, work: Path, details: dict[str, Any]) ->
     if timer:
         details["draft_timer"] = timer
 
-    prompts = _prompts(llm, request)
+    prompts = prompts_for(llm, request)
     before = counters_from_metrics(llm.get_metrics()) or ZERO
     progress(f"generating {len(prompts)} prompt(s), {request['max_tokens']} tokens each, with speculation")
-    first = _generate(llm, prompts, request)
-    outputs, texts, elapsed = first.outputs, first.texts, first.elapsed
+    first = generate(llm, prompts, request)
+    outputs, texts = first.outputs, first.texts
     after = counters_from_metrics(llm.get_metrics())
     if after is None:
         raise EngineFailure("vLLM reported no speculative-decoding counters: speculation did not run")
     counters = after.minus(before)
-    draft_time = _draft_seconds(llm) if timer else None
+    timed = timed_passes(
+        llm,
+        prompts,
+        request,
+        first,
+        first_draft_s=_draft_seconds(llm) if timer else None,
+        draft_seconds=(lambda: _draft_seconds(llm)) if timer else None,
+    )
+    elapsed, draft_time = timed.elapsed, timed.draft_time
     if any(observers):
         rows = _observed_rows(llm)
         if rows:
@@ -525,19 +400,19 @@ def _run(request: contract.SmokeRequest, work: Path, details: dict[str, Any]) ->
         try:
             prefix = {
                 "measured": {
-                    "enable_prefix_caching": _prefix_caching_enabled(llm, kwargs),
+                    "enable_prefix_caching": prefix_caching_enabled(llm, kwargs),
                     "outputs": outputs,
-                    **_continuation_pass(llm, request, continuation, remaining),
+                    **continuation_pass(llm, request, continuation, remaining),
                 },
                 "continuation_prefix_tokens": prefix_tokens,
             }
         except Exception as exc:
             prefix = {"error": f"the continuation pass failed: {engine_error_line(exc)}"}
-    _shutdown(llm)
+    shutdown(llm)
     if prefix is not None and "error" not in prefix:
         enable = not prefix["measured"]["enable_prefix_caching"]
         try:
-            prefix["other"] = _other_engine_passes(
+            prefix["other"] = other_engine_passes(
                 request, kwargs, speculative, prompts, enable, continuation, remaining
             )
         except Exception as exc:
@@ -545,7 +420,7 @@ def _run(request: contract.SmokeRequest, work: Path, details: dict[str, Any]) ->
                 "error": f"the engine with prefix caching {'on' if enable else 'off'} failed: {engine_error_line(exc)}"
             }
 
-    output_tokens = sum(len(ids) for ids in outputs)
+    output_tokens = timed.timing["output_tokens"][timed.median]
     result: contract.SmokeResult = {
         "schema_version": contract.SCHEMA_VERSION,
         "ok": True,
@@ -566,18 +441,24 @@ def _run(request: contract.SmokeRequest, work: Path, details: dict[str, Any]) ->
     }
     if prefix is not None:
         result["prefix_caching"] = prefix
+    if timed.timing["repeats"] > 1:
+        result["timing"] = timed.timing
     if request["baseline"]:
         progress(f"loading {request['target']} alone (baseline)")
         baseline_llm = LLM(model=request["target"], **kwargs)
-        alone = _generate(baseline_llm, _prompts(baseline_llm, request), request)
-        baseline_outputs, baseline_elapsed = alone.outputs, alone.elapsed
-        _shutdown(baseline_llm)
-        baseline_tokens = sum(len(ids) for ids in baseline_outputs)
-        result["baseline"] = {
+        baseline_prompts = prompts_for(baseline_llm, request)
+        alone = timed_passes(baseline_llm, baseline_prompts, request, generate(baseline_llm, baseline_prompts, request))
+        shutdown(baseline_llm)
+        baseline_outputs = alone.first.outputs
+        baseline_tokens = alone.timing["output_tokens"][alone.median]
+        baseline: contract.BaselineResult = {
             "outputs": baseline_outputs,
             "output_tokens": baseline_tokens,
-            "elapsed_s": baseline_elapsed,
-            "tokens_per_second": contract.tokens_per_second(baseline_tokens, baseline_elapsed),
+            "elapsed_s": alone.elapsed,
+            "tokens_per_second": contract.tokens_per_second(baseline_tokens, alone.elapsed),
         }
+        if alone.timing["repeats"] > 1:
+            baseline["timing"] = alone.timing
+        result["baseline"] = baseline
         result["token_identical"] = baseline_outputs == outputs
     return result

@@ -25,6 +25,7 @@ QUICK: dict[str, list[str] | str] = {
     "bench_inspect.py": [sys.executable, "bench/bench_inspect.py", "--quick"],
     "bench_convert.py": [sys.executable, "bench/bench_convert.py", "--quick"],
     "bench_engine.py": [sys.executable, "bench/bench_engine.py", "--quick"],
+    "bench_prediction.py": [sys.executable, "bench/bench_prediction.py", "--quick"],
     "gpu_smoke.sh": ["bash", "bench/gpu_smoke.sh"],  # QUICK=1: the same steps on the CPU, no install
     "figures.py": [sys.executable, "bench/figures.py", "--check"],
     "kill_drill.py": "tests/hostile/test_hostile_kill_drill.py",
@@ -33,7 +34,7 @@ QUICK: dict[str, list[str] | str] = {
     "bench_lists.py": "tests/hostile/test_hostile_lists.py",
     "hostile_hub.py": [sys.executable, "bench/hostile_hub.py", "--quick", "--check"],
 }
-NEEDS_TORCH = {"bench_engine.py", "gpu_smoke.sh"}
+NEEDS_TORCH = {"bench_engine.py", "bench_prediction.py", "gpu_smoke.sh"}
 
 
 def test_every_bench_script_has_a_quick_run() -> None:

@@ -431,7 +431,7 @@ def test_a_long_verdict_wraps_at_words_without_losing_or_repeating_any(columns: 
     from rich.console import Console
     from rich.text import Text
 
-    from dflash_tools.cli.smoke_test_run import _print_wrapped
+    from dflash_tools.cli.smoke_test_render import _print_wrapped
 
     reason = (
         "vLLM refused the anchor-first draft: vLLM did not start: ValidationError: Model Runner V1 "

@@ -552,7 +552,14 @@ def test_dry_run_writes_nothing(make_checkpoint: CheckpointFactory, tmp_path: Pa
     result = convert_checkpoint(str(source), tmp_path / "out", dry_run=True)
     assert not result.written and not (tmp_path / "out").exists()
     assert '+  "sample_from_anchor": false' in result.plan.diff()
-    assert [f.action for f in result.files] == ["write", "link"]
+    # The dry run names what the run does (issue 27: it said "link" where the run said "hardlink").
+    assert [f.action for f in result.files] == ["write", "hardlink"]
+    done = convert_checkpoint(str(source), tmp_path / "out")
+    assert [(f.path, f.action) for f in result.files] == [
+        (f.path, f.action) for f in done.files if f.path in {g.path for g in result.files}
+    ]
+    copy = convert_checkpoint(str(source), tmp_path / "copy", dry_run=True, link_mode="copy")
+    assert [f.action for f in copy.files] == ["write", "copy"]
     document = result.to_dict()
     assert document["schema_version"] == 1 and document["changed"] is True
     assert "sample_from_anchor" in document["config"]["changed_keys"]

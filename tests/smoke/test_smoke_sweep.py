@@ -116,12 +116,54 @@ def test_summary_puts_prediction_next_to_measurement_and_names_the_best_k() -> N
     assert rows[2]["speedup"] == pytest.approx(1.3) and rows[2]["predicted_speedup"] == pytest.approx(HAND[2])
     assert rows[3]["speedup"] is None and rows[3]["status"] == "predicted"
     assert rows[3]["predicted_mean_acceptance_length"] == pytest.approx(2.8)
-    assert section["best_measured"] == {"num_speculative_tokens": 4, "tokens_per_second": 300.0, "speedup": 1.5}
+    # One timed window per K: the fastest is shown, but no spread can rank K by.
+    assert section["fastest_measured"] == {"num_speculative_tokens": 4, "tokens_per_second": 300.0, "speedup": 1.5}
+    assert section["best_measured"] is None and "one timed run per K" in section["no_best_measured"]
     assert section["best_predicted"]["num_speculative_tokens"] == 3
     # The trained K is 7 but only 4 positions were measured.
     assert section["notes"] == [
         "acceptance was measured for positions up to K = 4 only; add K = 7 (the trained K) to predict up to it"
     ]
+
+
+def timed(document: Any, windows: list[float]) -> Any:
+    """`document` repeated over `windows` (seconds, the same tokens each), the median reported."""
+    tokens = [document["output_tokens"]] * len(windows)
+    block = contract.timing_block(windows, tokens, [document["draft_time_s"]] * len(windows))
+    median = windows[block["median"]]
+    timed_document = {
+        **document,
+        "timing": block,
+        "elapsed_s": median,
+        "tokens_per_second": document["output_tokens"] / median,
+    }
+    return contract.validate_result(timed_document)
+
+
+def test_a_best_k_is_named_only_when_it_is_ahead_beyond_the_spread() -> None:
+    k2 = result(2, [0.8, 0.6], drafts=120, tokens=260, elapsed=1.0, draft_s=0.2)
+    # K = 4: 300 tokens in 0.98-1.02 s (294-306 tokens/s); K = 2: 260 in 0.99-1.01 s (257-263).
+    apart = [
+        sweep.SweepRun(2, 3, timed(k2, [0.99, 1.0, 1.01]), "pass"),
+        sweep.SweepRun(4, 5, timed(REFERENCE, [0.98, 1.0, 1.02]), "pass"),
+    ]
+    section = sweep.summarize(apart, BASELINE, trained_k=4)
+    assert section["best_measured"]["num_speculative_tokens"] == 4 and section["no_best_measured"] is None
+    rows = {row["num_speculative_tokens"]: row for row in section["rows"]}
+    assert rows[4]["tokens_per_second_spread"]["samples"] == 3
+    assert rows[4]["tokens_per_second_spread"]["low"] == pytest.approx(300 / 1.02)
+    assert not rows[2]["too_wide_to_rank"] and not rows[4]["too_wide_to_rank"]
+    # K = 4 now runs 0.85-1.25 s (240-353 tokens/s): its median is still the highest, its spread
+    # reaches below K = 2's fastest, so no K is named and both are marked.
+    wide = [
+        sweep.SweepRun(2, 3, timed(k2, [0.99, 1.0, 1.01]), "pass"),
+        sweep.SweepRun(4, 5, timed(REFERENCE, [0.85, 1.0, 1.25]), "pass"),
+    ]
+    section = sweep.summarize(wide, BASELINE, trained_k=4)
+    assert section["fastest_measured"]["num_speculative_tokens"] == 4
+    assert section["best_measured"] is None
+    assert "K = 4 has the highest median, but its spread overlaps K = 2" in section["no_best_measured"]
+    assert all(row["too_wide_to_rank"] for row in section["rows"] if row["status"] == "pass")
 
 
 @pytest.mark.parametrize(
@@ -347,7 +389,8 @@ def test_a_sweep_through_the_torch_engine_names_a_best_k(tmp_path: Path, monkeyp
         [
             "smoke-test", "--runtime", "torch", "--device", "cpu", "-k", "1,3",
             "-t", str(planted["target"]), "-d", str(planted["zlab-dflash"]),
-            "--num-prompts", "1", "--max-tokens", "24", "--output-dir", str(tmp_path / "work"), "--json",
+            "--num-prompts", "1", "--max-tokens", "24", "--min-time", "0", "--output-dir", str(tmp_path / "work"),
+            "--json",
         ],
     )  # fmt: skip
     document = json.loads(outcome.stdout)
@@ -363,8 +406,17 @@ def test_a_sweep_through_the_torch_engine_names_a_best_k(tmp_path: Path, monkeyp
     assert sorted(rows) == [1, 2, 3] and rows[2]["status"] == "predicted"
     assert rows[3]["predicted_speedup"] == pytest.approx(rows[3]["speedup"])  # the reference, K = 3
     assert rows[2]["predicted_mean_acceptance_length"] == pytest.approx(2.0)
-    best = section["best_measured"]["num_speculative_tokens"]
-    assert rows[best]["tokens_per_second"] == max(rows[1]["tokens_per_second"], rows[3]["tokens_per_second"])
+    # Each K is timed at least 3 times (the default): a best K is named only beyond the spread.
+    spreads = {k: rows[k]["tokens_per_second_spread"] for k in (1, 3)}
+    assert all(spread["samples"] >= 3 for spread in spreads.values())
+    fastest = section["fastest_measured"]["num_speculative_tokens"]
+    assert rows[fastest]["tokens_per_second"] == max(rows[1]["tokens_per_second"], rows[3]["tokens_per_second"])
+    best = (section["best_measured"] or {}).get("num_speculative_tokens")
+    other = 4 - fastest
+    if best is not None:
+        assert best == fastest and spreads[best]["low"] > spreads[other]["high"]
+    else:
+        assert spreads[fastest]["low"] <= spreads[other]["high"] and section["no_best_measured"]
     assert "add K = 7 (the trained K)" in section["notes"][0]
 
     # The same document for a reader at 80 columns: the lines fit, the best K and each K's numbers
@@ -376,7 +428,10 @@ def test_a_sweep_through_the_torch_engine_names_a_best_k(tmp_path: Path, monkeyp
     lines = buffer.getvalue().splitlines()
     # Only a log path may run past 80 columns (a path is never split).
     assert all(len(line) <= 80 or str(tmp_path) in line for line in lines), [x for x in lines if len(x) > 80]
-    assert any(line.startswith(f"  best measured K: {best} (") for line in lines)
+    if best is not None:
+        assert any(line.startswith(f"  best measured K: {best} (") for line in lines)
+    else:
+        assert any(line.startswith("  no best measured K: ") for line in lines)
     table = [line.split() for line in lines if line[:2] in ("1 ", "2 ", "3 ")]
     assert [row[0] for row in table] == ["1", "2", "3"]
     assert table[1][-1] == f"{rows[2]['predicted_speedup']:.2f}×"
@@ -386,7 +441,7 @@ def test_a_sweep_through_the_torch_engine_names_a_best_k(tmp_path: Path, monkeyp
 
 
 def test_continuation_prompts_extend_each_prompt_by_half_its_output() -> None:
-    from dflash_tools.smoke.vllm_engine import Generated, continuation_prompts
+    from dflash_tools.smoke.vllm_passes import Generated, continuation_prompts
 
     first = Generated(outputs=[[1, 2, 3, 4, 5], []], texts=["", ""], elapsed=1.0, prompt_token_ids=[[9, 9], [8]])
     prompts, prefix, remaining = continuation_prompts(first)
