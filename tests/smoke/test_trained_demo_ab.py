@@ -70,7 +70,7 @@ def reports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any
             app,
             [
                 "smoke-test", "--runtime", "torch", "--device", "cpu", "-t", f"example:{name}/target", *sources,
-                "--compare-layouts", "--num-prompts", str(NUM_PROMPTS), "--max-tokens", str(MAX_TOKENS),
+                "--compare-layouts", "--num-prompts", str(NUM_PROMPTS), "--max-tokens", str(MAX_TOKENS), "--repeat", "1",
                 "--output-dir", str(root / "work"), "--json",
             ],
         )  # fmt: skip
