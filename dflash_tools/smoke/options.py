@@ -13,7 +13,6 @@ Imports: `serving` (the presets, the K parser and whether an engine is installed
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -22,7 +21,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from dflash_tools.errors import UsageError
-from dflash_tools.serving.presets import DraftEntry, Floor, Preset
+from dflash_tools.serving.presets import DraftEntry, Floor, Preset, engine_arg_value
 
 DEFAULT_MAX_TOKENS = 128
 # A floor given with --floor sets the mean acceptance length; position 0 keeps the sanity floor's.
@@ -341,10 +340,8 @@ def _key_values(items: Sequence[str] | None, option: str, *, parse_json: bool) -
             raise UsageError(f"{option} {item!r}: expected KEY=VALUE", f"e.g. {option} max_num_seqs=8")
         value: Any = raw
         if parse_json:
-            try:
-                value = json.loads(raw)
-            except ValueError:
-                value = raw
+            # Bounded JSON (nesting, values): a deep or huge value is a UsageError, not a RecursionError.
+            value = engine_arg_value(raw, f"{option} {key.strip()}")
         values[key.strip()] = value
     return values
 
