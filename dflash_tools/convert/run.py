@@ -8,9 +8,10 @@ The steps, each its own module: `plan` (decide what changes: `decide`, `translat
 from __future__ import annotations
 
 import contextlib
+import os
 from pathlib import Path
 
-from dflash_tools.convert.build import planned_files
+from dflash_tools.convert.build import planned_files, rewritable_index, rewrites_index
 from dflash_tools.convert.hub_io import (
     commit_description,
     default_commit_message,
@@ -33,18 +34,19 @@ from dflash_tools.errors import UsageError
 from dflash_tools.files.atomic import LinkMode
 from dflash_tools.files.hf_cache import is_in_hf_cache
 from dflash_tools.files.locking import folder_lock, writing_in_place, writing_output
+from dflash_tools.reading.checkpoint import source_text
 from dflash_tools.reading.source import load_checkpoint
 
 
 def convert_checkpoint(
-    source: str,
-    output: str | Path | None = None,
+    source: str | os.PathLike[str],
+    output: str | os.PathLike[str] | None = None,
     *,
     in_place: bool = False,
     to: str | None = None,
     block_size: int | None = None,
     sample_from_anchor: bool | None = None,
-    target: str | TargetSpec | None = None,
+    target: str | os.PathLike[str] | TargetSpec | None = None,
     force: bool = False,
     backup: bool = True,
     link_mode: LinkMode | str = LinkMode.AUTO,
@@ -55,7 +57,7 @@ def convert_checkpoint(
     push_to_hub: str | None = None,
     create_pr: bool = True,
     commit_message: str | None = None,
-    for_engines: list[str] | None = None,
+    for_engines: list[str] | str | None = None,
 ) -> ConvertResult:
     """Convert `source` into `output` (a new folder), or rewrite it `in_place`.
 
@@ -65,8 +67,11 @@ def convert_checkpoint(
     be used, OperationError for refused conversions and failed verification or upload, and
     `files.locking.LockBusy` (a UsageError, exit 2) when another run is writing the folder or OUT.
     """
+    source = source_text(source)
+    if output is not None:
+        output = source_text(output, "output")
     with contextlib.ExitStack() as locks:
-        mode = LinkMode(link_mode)
+        mode = _link_mode(link_mode)
         if in_place and output is not None:
             raise UsageError("--in-place and -o/--output exclude each other", "pass one of them")
         if not in_place and output is None and not dry_run:
@@ -117,6 +122,8 @@ def convert_checkpoint(
                 + " took their final names"
             )
         if dry_run:
+            if loaded.local_dir is not None and rewrites_index(plan, loaded.local_dir):
+                rewritable_index(loaded.local_dir)  # the run would refuse it: so does its dry run
             result.files = planned_files(plan)
             return result
         if in_place and not plan.changed:
@@ -142,3 +149,11 @@ def convert_checkpoint(
                 commit_description=commit_description(plan),
             )
         return result
+
+
+def _link_mode(value: LinkMode | str) -> LinkMode:
+    try:
+        return LinkMode(value)
+    except ValueError:
+        choices = ", ".join(mode.value for mode in LinkMode)
+        raise UsageError(f"link_mode is {value!r:.60}, not one of {choices}", "pass link_mode='auto'") from None
