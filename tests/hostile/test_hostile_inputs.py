@@ -123,8 +123,9 @@ def test_fuzzed_presets_are_usage_errors_naming_the_field_or_valid() -> None:
             refused += 1
             assert exc.message.startswith("preset fuzz.json: ") and "\n" not in exc.message, exc.message
             assert len(exc.message) < 2000
-    # Most mutations break the preset; a few (a name of "", chat of true) are still valid.
-    assert refused > FUZZED * 0.8
+    # Nearly every mutation breaks the preset; a few (a name of "", chat of true) are still valid.
+    # The reader before the schema accepted 32 of these 300 (strings and 1e308 in engine_args).
+    assert refused >= FUZZED - 10
 
 
 def _index_bytes(generator: random.Random) -> bytes:
