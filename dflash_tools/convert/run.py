@@ -57,7 +57,7 @@ def convert_checkpoint(
     push_to_hub: str | None = None,
     create_pr: bool = True,
     commit_message: str | None = None,
-    for_engines: list[str] | str | None = None,
+    for_engines: list[str] | None = None,
 ) -> ConvertResult:
     """Convert `source` into `output` (a new folder), or rewrite it `in_place`.
 
@@ -67,11 +67,10 @@ def convert_checkpoint(
     be used, OperationError for refused conversions and failed verification or upload, and
     `files.locking.LockBusy` (a UsageError, exit 2) when another run is writing the folder or OUT.
     """
-    source = source_text(source)
-    if output is not None:
-        output = source_text(output, "output")
     with contextlib.ExitStack() as locks:
-        mode = _link_mode(link_mode)
+        # The Python API's arguments: paths as str or os.PathLike, anything else a UsageError.
+        source, output, link_mode = _arguments(source, output, link_mode)
+        mode = LinkMode(link_mode)
         if in_place and output is not None:
             raise UsageError("--in-place and -o/--output exclude each other", "pass one of them")
         if not in_place and output is None and not dry_run:
@@ -151,9 +150,12 @@ def convert_checkpoint(
         return result
 
 
-def _link_mode(value: LinkMode | str) -> LinkMode:
+def _arguments(
+    source: str | os.PathLike[str], output: str | os.PathLike[str] | None, link_mode: LinkMode | str
+) -> tuple[str, str | None, LinkMode]:
     try:
-        return LinkMode(value)
+        mode = LinkMode(link_mode)
     except ValueError:
         choices = ", ".join(mode.value for mode in LinkMode)
-        raise UsageError(f"link_mode is {value!r:.60}, not one of {choices}", "pass link_mode='auto'") from None
+        raise UsageError(f"link_mode is {link_mode!r:.60}, not one of {choices}", "pass link_mode='auto'") from None
+    return source_text(source), None if output is None else source_text(output, "output"), mode
