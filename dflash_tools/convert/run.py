@@ -34,7 +34,6 @@ from dflash_tools.errors import UsageError
 from dflash_tools.files.atomic import LinkMode
 from dflash_tools.files.hf_cache import is_in_hf_cache
 from dflash_tools.files.locking import folder_lock, writing_in_place, writing_output
-from dflash_tools.reading.checkpoint import source_text
 from dflash_tools.reading.source import load_checkpoint
 
 
@@ -101,6 +100,9 @@ def convert_checkpoint(
             timeout=timeout,
             for_engines=for_engines,
         )
+        if loaded.local_dir is not None and rewrites_index(plan, loaded.local_dir):
+            # Refused before OUT or its lock exists (a dry run too): the index must be rewritten.
+            rewritable_index(loaded.local_dir)
         destination: Path | None
         if in_place:
             destination = check_in_place(loaded, plan, backup=backup, force=force)
@@ -121,8 +123,6 @@ def convert_checkpoint(
                 + " took their final names"
             )
         if dry_run:
-            if loaded.local_dir is not None and rewrites_index(plan, loaded.local_dir):
-                rewritable_index(loaded.local_dir)  # the run would refuse it: so does its dry run
             result.files = planned_files(plan)
             return result
         if in_place and not plan.changed:
@@ -153,6 +153,8 @@ def convert_checkpoint(
 def _arguments(
     source: str | os.PathLike[str], output: str | os.PathLike[str] | None, link_mode: LinkMode | str
 ) -> tuple[str, str | None, LinkMode]:
+    from dflash_tools.reading.checkpoint import source_text
+
     try:
         mode = LinkMode(link_mode)
     except ValueError:

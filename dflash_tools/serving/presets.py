@@ -5,9 +5,8 @@ per draft, the acceptance floor with where that number comes from. Every bad inp
 `UsageError` naming the file and the key (or line).
 
 Every file here is read through the hardened reader (a regular file of bounded size, strict
-UTF-8, bounded values and nesting: `read_json_file`, `load_prompts`, and `engine_arg_value` for a
-`KEY=VALUE` engine argument), and a preset is checked against one schema (pydantic, strict) that
-names every bad field at once; the serving settings among its engine arguments are checked as
+UTF-8, bounded values and nesting: `read_json_file`, `load_prompts`), and a preset is checked
+against one schema (pydantic, strict) that names every bad field at once; the serving settings among its engine arguments are checked as
 the command line's are (`plan_checks.setting_problem`).
 """
 
@@ -139,19 +138,6 @@ def read_json_file(
         return loads_bounded(data, max_values=max_values)
     except JsonRefused as exc:
         raise UsageError(f"{what} {path}: cannot read JSON: {exc}", "fix the file") from None
-
-
-def engine_arg_value(raw: str, where: str) -> Any:
-    """The value of a `KEY=VALUE` engine argument: its JSON value where it parses as JSON (8, true,
-    {"a": 1}), else the text itself; JSON the hardened reader refuses (nested more than
-    MAX_CONFIG_DEPTH levels, more than MAX_PRESET_VALUES values) is a UsageError naming `where`
-    rather than a RecursionError or a MemoryError."""
-    try:
-        return loads_bounded(raw, max_values=MAX_PRESET_VALUES)
-    except JsonRefused as exc:
-        if str(exc).startswith("not JSON"):
-            return raw
-        raise UsageError(f"{where}: the value is {exc}", "pass a plain value, or JSON of a few levels") from None
 
 
 # --- the preset schema -----------------------------------------------------------------------

@@ -13,6 +13,7 @@ Imports: `serving` (the presets, the K parser and whether an engine is installed
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -21,7 +22,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from dflash_tools.errors import UsageError
-from dflash_tools.serving.presets import DraftEntry, Floor, Preset, engine_arg_value
+from dflash_tools.serving.presets import DraftEntry, Floor, Preset
 
 DEFAULT_MAX_TOKENS = 128
 # A floor given with --floor sets the mean acceptance length; position 0 keeps the sanity floor's.
@@ -340,8 +341,10 @@ def _key_values(items: Sequence[str] | None, option: str, *, parse_json: bool) -
             raise UsageError(f"{option} {item!r}: expected KEY=VALUE", f"e.g. {option} max_num_seqs=8")
         value: Any = raw
         if parse_json:
-            # Bounded JSON (nesting, values): a deep or huge value is a UsageError, not a RecursionError.
-            value = engine_arg_value(raw, f"{option} {key.strip()}")
+            try:
+                value = json.loads(raw)
+            except ValueError:
+                value = raw
         values[key.strip()] = value
     return values
 

@@ -385,7 +385,7 @@ CASES: list[Case] = [
     # prompts and engine arguments, through smoke-test
     Case(
         "--prompts a FIFO",
-        "prompts, engine args",
+        "prompts",
         _smoke("--prompts", "ROOT/prompts/fifo.jsonl"),
         2,
         ("FIFO",),
@@ -394,7 +394,7 @@ CASES: list[Case] = [
     ),
     Case(
         "--prompts a sparse terabyte",
-        "prompts, engine args",
+        "prompts",
         _smoke("--prompts", "ROOT/prompts/sparse.jsonl"),
         2,
         ("larger than",),
@@ -402,21 +402,12 @@ CASES: list[Case] = [
     ),
     Case(
         "--prompts 100,000 levels deep",
-        "prompts, engine args",
+        "prompts",
         _smoke("--prompts", "ROOT/prompts/deep.jsonl"),
         2,
         ("line 1",),
     ),
-    Case(
-        "--prompts not UTF-8", "prompts, engine args", _smoke("--prompts", "ROOT/prompts/not-utf8.jsonl"), 2, ("utf-8",)
-    ),
-    Case(
-        "--engine-arg 100,000 levels deep",
-        "prompts, engine args",
-        _smoke("--engine-arg", "x=" + _deep()),
-        2,
-        ("--engine-arg x",),
-    ),
+    Case("--prompts not UTF-8", "prompts", _smoke("--prompts", "ROOT/prompts/not-utf8.jsonl"), 2, ("utf-8",)),
     # convert: a shard index it must rewrite
     *[
         Case(
