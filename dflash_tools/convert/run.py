@@ -37,6 +37,19 @@ from dflash_tools.files.locking import folder_lock, writing_in_place, writing_ou
 from dflash_tools.reading.source import load_checkpoint
 
 
+def _arguments(
+    source: str | os.PathLike[str], output: str | os.PathLike[str] | None, link_mode: LinkMode | str
+) -> tuple[str, str | None, LinkMode]:
+    from dflash_tools.reading.checkpoint import source_text
+
+    try:
+        mode = LinkMode(link_mode)
+    except ValueError:
+        choices = ", ".join(mode.value for mode in LinkMode)
+        raise UsageError(f"link_mode is {link_mode!r:.60}, not one of {choices}", "pass link_mode='auto'") from None
+    return source_text(source), None if output is None else source_text(output, "output"), mode
+
+
 def convert_checkpoint(
     source: str | os.PathLike[str],
     output: str | os.PathLike[str] | None = None,
@@ -148,16 +161,3 @@ def convert_checkpoint(
                 commit_description=commit_description(plan),
             )
         return result
-
-
-def _arguments(
-    source: str | os.PathLike[str], output: str | os.PathLike[str] | None, link_mode: LinkMode | str
-) -> tuple[str, str | None, LinkMode]:
-    from dflash_tools.reading.checkpoint import source_text
-
-    try:
-        mode = LinkMode(link_mode)
-    except ValueError:
-        choices = ", ".join(mode.value for mode in LinkMode)
-        raise UsageError(f"link_mode is {link_mode!r:.60}, not one of {choices}", "pass link_mode='auto'") from None
-    return source_text(source), None if output is None else source_text(output, "output"), mode
