@@ -120,6 +120,7 @@ _CATALOGUE: tuple[CodeInfo, ...] = (
     CodeInfo("DFT085", Severity.INFO, "the launch line selects the model runner that serves the draft"),
     CodeInfo("DFT086", Severity.INFO, "the engine caps the running requests lower than asked unless told otherwise"),
     CodeInfo("DFT087", Severity.WARNING, "the memory check is incomplete (weights unknown, or state not counted)"),
+    CodeInfo("DFT088", Severity.ERROR, "a setting on the launch line that the engine refuses at start-up"),
     CodeInfo("DFT059", Severity.ERROR, "duplicated JSON key with different values (readers disagree on which wins)"),
     CodeInfo("DFT060", Severity.WARNING, "duplicated JSON key repeating the same value"),
     CodeInfo("DFT061", Severity.ERROR, "string with a lone surrogate: not Unicode, refused by strict JSON readers"),

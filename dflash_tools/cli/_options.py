@@ -13,6 +13,7 @@ group in every command. A help text may name engine releases through the markers
 import dataclasses
 import importlib
 import inspect
+import re
 from collections.abc import Callable
 from enum import StrEnum
 from typing import Annotated, Any, TypeVar, dataclass_transform
@@ -86,6 +87,42 @@ EngineReleasesOption = Annotated[
         "separate names with commas (plan's default: all).",
         show_default=False,
         rich_help_panel=Panel.WHAT,
+    ),
+]
+
+# --- serving facts: sizes as people write them ---------------------------------------------------
+
+# GiB per unit of a GPU's memory. A GPU's "80GB" is what its maker prints on it, and means GiB: an
+# "80GB" H100 holds 80 GiB (nvidia-smi: 81,559 MiB), not 74.5; so GB and GiB are read alike (and
+# MB, TB as MiB, TiB).
+_MEMORY_UNITS = {"": 1.0, "g": 1.0, "gb": 1.0, "gib": 1.0, "t": 1024.0, "tb": 1024.0, "tib": 1024.0}
+_MEMORY_UNITS.update({"m": 1 / 1024, "mb": 1 / 1024, "mib": 1 / 1024})
+_MEMORY = re.compile(r"^\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*([A-Za-z]*)\s*$")
+MEMORY_HINT = "80 (GiB), 80GB, 80GiB, 81920MiB or 0.5TiB"
+
+
+def parse_gpu_memory(text: str) -> float:
+    """`--gpu-memory` as people write it: `80`, `80GB`, `80GiB`, `80 G`, `81920MiB`, `0.5TiB` -> GiB.
+
+    Decimal digits only (no `inf`, `nan` or `1e308`): the core checks the range
+    (`serving.plan_checks.setting_problem`) before any arithmetic."""
+    match = _MEMORY.match(text)
+    unit = match.group(2).lower() if match else ""
+    if match is None or unit not in _MEMORY_UNITS or len(match.group(1)) > 20:
+        raise typer.BadParameter(f"{text!r} is not a memory size: pass {MEMORY_HINT}")
+    return float(match.group(1)) * _MEMORY_UNITS[unit]
+
+
+GpuMemoryOption = Annotated[
+    float | None,
+    typer.Option(
+        "--gpu-memory",
+        parser=parse_gpu_memory,
+        metavar="GIB",
+        help="Memory of each GPU, in GiB (80 for an H100; 80GB, 80GiB and 81920MiB work too): checks the fit and "
+        "picks vLLM's defaults for it.",
+        show_default=False,
+        rich_help_panel="Serving facts",
     ),
 ]
 

@@ -9,6 +9,7 @@ from dflash_tools.cli._options import (
     DraftsOption,
     EngineReleasesOption,
     FormatOption,
+    GpuMemoryOption,
     HubTimeoutOption,
     JsonOption,
     KOption,
@@ -61,17 +62,7 @@ class PlanArgs:
     preset: PresetOption = None
     num_speculative_tokens: KOption = None
     engines: EngineReleasesOption = None
-    gpu_memory: Annotated[
-        float | None,
-        typer.Option(
-            "--gpu-memory",
-            min=0.1,
-            metavar="GIB",
-            help="Memory of each GPU in GiB (80 for an H100): checks the fit and picks vLLM's defaults for it.",
-            show_default=False,
-            rich_help_panel=SERVING,
-        ),
-    ] = None
+    gpu_memory: GpuMemoryOption = None
     tensor_parallel_size: Annotated[
         int,
         typer.Option("--tensor-parallel-size", min=1, help="GPUs the target is split across.", rich_help_panel=SERVING),

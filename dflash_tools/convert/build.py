@@ -6,7 +6,6 @@ is written. `planned_files` is the same walk without writing (a dry run's answer
 
 from __future__ import annotations
 
-import json
 import os
 import stat
 from pathlib import Path
@@ -27,12 +26,18 @@ from dflash_tools.files.atomic import (
     place_file,
 )
 from dflash_tools.files.hf_cache import is_in_hf_cache
+from dflash_tools.findings import Finding, make_finding
 from dflash_tools.reading.checkpoint import (
     CONFIG_NAME,
     INDEX_NAME,
+    MAX_JSON_BYTES,
+    IndexUnreadable,
     LoadedCheckpoint,
+    index_document,
+    path_exists,
     read_small_file,
     safe_shard_name,
+    too_large_reason,
 )
 
 
@@ -78,14 +83,51 @@ def _source_files(folder: Path) -> list[str]:
     return out
 
 
+class IndexRefused(OperationError):
+    """The shard index must be rewritten (tensors dropped or renamed) but cannot be read: the
+    DFT004 finding that names the file and why comes with it (JSON `error.findings`)."""
+
+    def __init__(self, message: str, hint: str, findings: list[Finding]) -> None:
+        super().__init__(message, hint)
+        self.findings = findings
+
+
+def rewrites_index(plan: ConvertPlan, folder: Path) -> bool:
+    """Whether building from `folder` rewrites its shard index (tensors are dropped or renamed)."""
+    return not plan.edits.empty and path_exists(folder / INDEX_NAME)
+
+
+def rewritable_index(folder: Path) -> tuple[dict[str, Any], str]:
+    """The shard index of `folder` (document and text) for a conversion that rewrites it.
+
+    Read as inspect reads it (a regular file, at most 64 MiB, strict UTF-8, bounded values and
+    nesting, an object with a weight_map object): anything else raises IndexRefused before a
+    byte of the output is written.
+    """
+    path = folder / INDEX_NAME
+    try:
+        data = read_small_file(path)
+        return index_document(data), data.decode("utf-8")
+    except IndexUnreadable as exc:
+        reason = str(exc)
+    except (OSError, ValueError) as exc:  # not a regular file, too large, unreadable
+        reason = f"cannot be read: {exc.strerror if isinstance(exc, OSError) and exc.strerror else exc}"
+    hint = "restore the index (re-download it, or regenerate it from the shards), then run convert again"
+    finding = make_finding("DFT004", f"{INDEX_NAME} {reason}", hint, file=INDEX_NAME)
+    raise IndexRefused(
+        f"{path} {reason}: convert drops or renames tensors and must rewrite the index to match", hint, [finding]
+    )
+
+
 def _refuse_escaping_index(folder: Path) -> None:
     """An index naming `../x` or `/abs` would make OUT load files from outside OUT: refuse it."""
     try:
-        index = json.loads(read_small_file(folder / INDEX_NAME).decode("utf-8"))
-    except (OSError, ValueError, RecursionError):
-        return  # absent or unreadable: inspect reports it, and there is nothing to follow
-    weight_map = index.get("weight_map") if isinstance(index, dict) else None
-    for shard in weight_map.values() if isinstance(weight_map, dict) else ():
+        weight_map = index_document(read_small_file(folder / INDEX_NAME))["weight_map"]
+    except (OSError, ValueError):
+        # Absent, unreadable or not a regular file: inspect reports it, there is nothing to follow
+        # (and `_source_files` refuses a FIFO or device by name).
+        return
+    for shard in weight_map.values():
         problem = safe_shard_name(shard)
         if problem:
             raise OperationError(
@@ -106,6 +148,12 @@ def _refuse_unsafe_source_file(folder: Path, path: Path) -> None:
         raise OperationError(
             f"{folder / name} is not a regular file (a device, FIFO or socket): convert carries only regular files",
             "remove it from the checkpoint folder",
+        )
+    if name == INDEX_NAME and path.stat().st_size > MAX_JSON_BYTES:
+        # An index is kilobytes; a sparse one claiming a terabyte would be copied whole.
+        raise OperationError(
+            f"{folder / name} is {too_large_reason(MAX_JSON_BYTES)}: not a shard index, and convert does not carry it",
+            "restore the index (re-download it, or regenerate it from the shards)",
         )
     if path.is_symlink() and not contains(folder, path):
         target = Path(os.path.realpath(path))
@@ -140,6 +188,8 @@ def build_staged(
     shards = {s.file: s for s in local.shards}
     removed_bytes = sum(t.num_bytes for s in local.shards for n, t in s.tensors.items() if n in edits.drop)
     fallback_noted = False
+    # Checked before any shard is repacked: a broken index refuses the run, not its last step.
+    index = rewritable_index(source_dir) if rewrites_index(plan, source_dir) else None
     pause_point("staged")
     for relative in _source_files(source_dir):
         source = source_dir / relative
@@ -150,10 +200,9 @@ def build_staged(
             result.files.append(FileRecord(relative, "write", len(plan.config_text.encode())))
             pause_point("config-written")
             continue
-        if relative == INDEX_NAME and not edits.empty:
-            text = source.read_text(encoding="utf-8")
-            index = rewrite_index(json.loads(text), edits, removed_bytes)
-            new_text = dumps_like(index, text)
+        if relative == INDEX_NAME and index is not None:
+            document, text = index
+            new_text = dumps_like(rewrite_index(document, edits, removed_bytes), text)
             atomic_write_text(target, new_text, mode=file_mode(source))
             result.files.append(FileRecord(relative, "write", len(new_text.encode()), "weight_map updated"))
             continue

@@ -9,6 +9,7 @@ dialects: `translate`) as a byte-preserving edit (`json_edit`), and lists the te
 from __future__ import annotations
 
 import difflib
+import os
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +22,7 @@ from dflash_tools.convert.repack import TensorEdits
 from dflash_tools.convert.translate import TARGET_FAMILIES, check_cross_dialect, fill_missing_verifier, render_cross
 from dflash_tools.draft.description import Algorithm, Dialect, DraftDescription
 from dflash_tools.draft.geometry import Geometry, resolve_geometry
-from dflash_tools.draft.target import TargetSpec, load_target
+from dflash_tools.draft.target import TargetSpec, target_argument
 from dflash_tools.draft.tensors import Requirement, expected_tensors
 from dflash_tools.engine_rules import ENGINE_RULES, json_key
 from dflash_tools.errors import OperationError, SourceError, UsageError
@@ -31,6 +32,7 @@ from dflash_tools.inspect import InspectReport, inspect_loaded
 from dflash_tools.reading.checkpoint import (
     CONFIG_NAME,
     LoadedCheckpoint,
+    optional_count,
 )
 from dflash_tools.reading.local import load_following_links
 from dflash_tools.reading.source import load_checkpoint
@@ -135,18 +137,35 @@ class ConvertPlan:
         }
 
 
+def engine_specs(values: Any) -> list[str]:
+    """`for_engines` of the Python API: `engine==version` specs, or the names `--for` takes
+    (`sglang`, `all`, `vllm`; one str or a list of them); UsageError for anything else."""
+    if values is None:
+        return []
+    names = [values] if isinstance(values, str) else values
+    if not isinstance(names, list | tuple) or not all(isinstance(name, str) for name in names):
+        raise UsageError(
+            f"for_engines is {values!r:.60}, not a list of engine names", "pass for_engines=['sglang'] or ['all']"
+        )
+    if all(name in ENGINE_RULES for name in names):
+        return list(dict.fromkeys(names))
+    from dflash_tools.serving.plan_request import plan_engines
+
+    return list(plan_engines(names))
+
+
 def plan_conversion(
-    source: str | LoadedCheckpoint,
+    source: str | os.PathLike[str] | LoadedCheckpoint,
     *,
     to: str | None = None,
     block_size: int | None = None,
     sample_from_anchor: bool | None = None,
-    target: str | TargetSpec | None = None,
+    target: str | os.PathLike[str] | TargetSpec | None = None,
     force: bool = False,
     revision: str | None = None,
     token: str | None = None,
     timeout: float | None = None,
-    for_engines: list[str] | None = None,
+    for_engines: list[str] | str | None = None,
 ) -> ConvertPlan:
     """Decide the output config and tensor edits; reads config and headers only, writes nothing.
 
@@ -159,7 +178,8 @@ def plan_conversion(
     """
     if to is not None and to not in TARGET_FAMILIES:
         raise UsageError(f"--to {to}: expected one of {', '.join(TARGET_FAMILIES)}", "drop --to to keep the dialect")
-    engines = list(for_engines or [])
+    block_size = optional_count(block_size, "block_size")
+    engines = engine_specs(for_engines)
     for spec in engines:
         rules = ENGINE_RULES.get(spec)
         if rules is None:
@@ -175,7 +195,7 @@ def plan_conversion(
         else load_checkpoint(source, revision=revision, token=token, timeout=timeout)
     )
     loaded = follow_cache_links(loaded)
-    target_spec = load_target(target, token=token, timeout=timeout) if isinstance(target, str) else target
+    target_spec = target_argument(target, token=token, timeout=timeout)
     before = inspect_loaded(loaded, target=target_spec)
     name = loaded.source
     if loaded.config is None:

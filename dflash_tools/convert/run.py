@@ -8,9 +8,10 @@ The steps, each its own module: `plan` (decide what changes: `decide`, `translat
 from __future__ import annotations
 
 import contextlib
+import os
 from pathlib import Path
 
-from dflash_tools.convert.build import planned_files
+from dflash_tools.convert.build import planned_files, rewritable_index, rewrites_index
 from dflash_tools.convert.hub_io import (
     commit_description,
     default_commit_message,
@@ -37,15 +38,28 @@ from dflash_tools.reading.checkpoint import LoadedCheckpoint
 from dflash_tools.reading.source import load_checkpoint
 
 
+def _arguments(
+    source: str | os.PathLike[str], output: str | os.PathLike[str] | None, link_mode: LinkMode | str
+) -> tuple[str, str | None, LinkMode]:
+    from dflash_tools.reading.checkpoint import source_text
+
+    try:
+        mode = LinkMode(link_mode)
+    except ValueError:
+        choices = ", ".join(mode.value for mode in LinkMode)
+        raise UsageError(f"link_mode is {link_mode!r:.60}, not one of {choices}", "pass link_mode='auto'") from None
+    return source_text(source), None if output is None else source_text(output, "output"), mode
+
+
 def convert_checkpoint(
-    source: str,
-    output: str | Path | None = None,
+    source: str | os.PathLike[str],
+    output: str | os.PathLike[str] | None = None,
     *,
     in_place: bool = False,
     to: str | None = None,
     block_size: int | None = None,
     sample_from_anchor: bool | None = None,
-    target: str | TargetSpec | None = None,
+    target: str | os.PathLike[str] | TargetSpec | None = None,
     force: bool = False,
     backup: bool = True,
     link_mode: LinkMode | str = LinkMode.AUTO,
@@ -70,6 +84,8 @@ def convert_checkpoint(
     (`ConvertResult.remaining_errors`; the CLI's default, `--allow-errors` lifts it).
     """
     with contextlib.ExitStack() as locks:
+        # The Python API's arguments: paths as str or os.PathLike, anything else a UsageError.
+        source, output, link_mode = _arguments(source, output, link_mode)
         mode = LinkMode(link_mode)
         if in_place and output is not None:
             raise UsageError("--in-place and -o/--output exclude each other", "pass one of them")
@@ -101,6 +117,9 @@ def convert_checkpoint(
             timeout=timeout,
             for_engines=for_engines,
         )
+        if loaded.local_dir is not None and rewrites_index(plan, loaded.local_dir):
+            # Refused before OUT or its lock exists (a dry run too): the index must be rewritten.
+            rewritable_index(loaded.local_dir)
         destination: Path | None
         if in_place:
             destination = check_in_place(loaded, plan, backup=backup, force=force)

@@ -8,19 +8,32 @@ one rule for a multimodal target's `text_config` (`text_value`).
 
 from __future__ import annotations
 
-import json
 import math
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from dflash_tools.draft.description import DraftDescription
-from dflash_tools.errors import SourceError
+from dflash_tools.draft.model_limits import over_limit
+from dflash_tools.errors import SourceError, UsageError
 from dflash_tools.findings import Finding, brief_list, make_finding
-from dflash_tools.reading.checkpoint import path_exists, read_small_file
+from dflash_tools.reading.checkpoint import (
+    MAX_JSON_VALUES,
+    LoadedCheckpoint,
+    optional_seconds,
+    optional_text,
+    path_exists,
+    read_small_file,
+    source_text,
+)
+from dflash_tools.reading.json_hazards import loads_bounded
 from dflash_tools.reading.safetensors_header import TensorHeader
 from dflash_tools.reading.source import looks_like_repo_id
+
+# A RoPE scaling factor above this is no real model's (they scale 4x to 64x): not read.
+MAX_ROPE_FACTOR = 1_000_000
 
 # Layer kinds of `layer_types` whose KV the serving plan counts (others keep a fixed state).
 FULL_ATTENTION = "full_attention"
@@ -52,9 +65,11 @@ class TargetDescription:
     sliding_window: int | None = None  # None when the config has none, or does not use it
     dtype: str | None = None  # the config's `torch_dtype` / `dtype`, without `torch.`
     max_position_embeddings: int | None = None
+    # The longest max_model_len an engine starts with (`longest_context`), None when unknown.
+    longest_context: int | None = None
     mla: bool = False  # multi-head latent attention (`kv_lora_rank`): no KV heads to split
-    # Why the attention geometry cannot be read ("text_config.num_attention_heads is None, ..."):
-    # pairing does not need it, a serving plan does (`require_attention`).
+    # Why the attention geometry (or the length) cannot be read ("text_config.num_attention_heads
+    # is None, ..."): pairing does not need it, a serving plan does (`require_attention`).
     attention_problem: str | None = None
 
     def require_attention(self) -> None:
@@ -123,9 +138,20 @@ def _required(config: Mapping[str, Any], key: str, multimodal: bool) -> int:
     if not _positive(value):
         if value is None and multimodal and where == key:
             where = f"text_config.{key}"  # absent everywhere: the text model is where it belongs
-        raise _Unreadable(f"{where} is {value!r}, not a positive integer")
+        raise _Unreadable(f"{where} is {_shown(value)}, not a positive integer")
+    beyond = over_limit(key, value)
+    if beyond is not None:
+        # Layers are counted one by one and sizes multiplied into bytes: a count no model has
+        # would take minutes and gigabytes (`model_limits`).
+        raise _Unreadable(f"{where} is {beyond}")
     assert isinstance(value, int)
     return value
+
+
+def _shown(value: Any) -> str:
+    """A config value in a message, short whatever it holds (a list of a million, 5,000 digits)."""
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:57]}..."
 
 
 def _attention(config: Mapping[str, Any], hidden_size: int, layers: int, multimodal: bool) -> dict[str, Any]:
@@ -144,7 +170,7 @@ def _attention(config: Mapping[str, Any], hidden_size: int, layers: int, multimo
 
 def _sliding_window(config: Mapping[str, Any]) -> int | None:
     window = text_value(config, "sliding_window")[0]
-    if not _positive(window):
+    if not _positive(window) or over_limit("sliding_window", window):
         return None
     if text_value(config, "use_sliding_window")[0] is False:
         return None  # Qwen2-style configs carry a window they do not use
@@ -154,6 +180,7 @@ def _sliding_window(config: Mapping[str, Any]) -> int | None:
 
 def _layer_types(config: Mapping[str, Any], layers: int, window: int | None) -> tuple[str, ...]:
     raw = text_value(config, "layer_types")[0]
+    # Entries that are lists or objects are no layer kind: the list is not used (`layers` is capped).
     if isinstance(raw, list) and len(raw) == layers and all(isinstance(t, str) for t in raw):
         return tuple(raw)
     # No per-layer list: a config with a window slides on every layer (Mistral-style), else full.
@@ -166,6 +193,34 @@ def _dtype(config: Mapping[str, Any]) -> str | None:
         if isinstance(value, str):
             return value.removeprefix("torch.")
     return None
+
+
+def longest_context(config: Mapping[str, Any], positions: int | None) -> int | None:
+    """The longest context an engine starts the target with, read generously: max_position_embeddings,
+    times a RoPE scaling `factor` above 1, or `model_max_length` when that is larger.
+
+    Both engines refuse a longer max_model_len at start-up unless an environment variable allows
+    it: vLLM derives the length from the config and scales it by the RoPE factor for most RoPE
+    types (`_get_and_verify_max_len` in vllm/config/model.py), SGLang by the factor unless the
+    scaling names its original length (`get_context_length` in
+    sglang/srt/utils/hf_transformers/common.py). The larger reading is taken, so a plan never
+    flags a length one of them accepts.
+    """
+    if positions is None:
+        return None
+    longest = positions
+    for scope in (config.get("text_config"), config):
+        if not isinstance(scope, Mapping):
+            continue
+        for key in ("rope_parameters", "rope_scaling"):
+            params = scope.get(key)
+            factor = params.get("factor") if isinstance(params, Mapping) else None
+            if isinstance(factor, int | float) and not isinstance(factor, bool) and 1 < factor <= MAX_ROPE_FACTOR:
+                longest = max(longest, math.floor(positions * factor))
+        declared = scope.get("model_max_length")
+        if isinstance(declared, int) and _positive(declared) and not over_limit("max_position_embeddings", declared):
+            longest = max(longest, declared)
+    return longest
 
 
 def target_from_config(config: dict[str, Any], source: str, location: str) -> TargetDescription:
@@ -188,7 +243,12 @@ def target_from_config(config: dict[str, Any], source: str, location: str) -> Ta
     except _Unreadable as exc:
         attention, problem = {}, str(exc)
     window = _sliding_window(config)
-    positions = text_value(config, "max_position_embeddings")[0]
+    positions, positions_where = text_value(config, "max_position_embeddings")
+    if _positive(positions) and over_limit("max_position_embeddings", positions):
+        problem = problem or f"{positions_where} is {over_limit('max_position_embeddings', positions)}"
+        positions = None
+    elif not _positive(positions):
+        positions = None
     archs = config.get("architectures")
     # RoPE is a group of keys (rope_parameters, rope_theta): the text model's group first, whole.
     text = config.get("text_config")
@@ -205,17 +265,52 @@ def target_from_config(config: dict[str, Any], source: str, location: str) -> Ta
         layer_types=_layer_types(config, layers, window),
         sliding_window=window,
         dtype=_dtype(config),
-        max_position_embeddings=positions if _positive(positions) else None,
+        max_position_embeddings=positions,
+        longest_context=longest_context(config, positions),
         mla=text_value(config, "kv_lora_rank")[0] is not None,
         attention_problem=problem,
         **attention,
     )
 
 
+def target_config(loaded: LoadedCheckpoint, source: str) -> dict[str, Any]:
+    """The config of a target read as a checkpoint (`plan` reads its headers too), or SourceError
+    naming what is wrong with it, as `inspect --target` does: the file's own problem (not valid
+    JSON, a folder, larger than 64 MiB, missing), not "no readable config.json"."""
+    if loaded.config is not None:
+        return loaded.config
+    problem = next((f.message for f in loaded.findings if f.code == "DFT001"), "config.json cannot be read")
+    raise SourceError(
+        f"target {source}: {problem} ({loaded.location})", "pass the target model's folder or Hub repo id"
+    )
+
+
+def target_argument(
+    target: Any, *, revision: str | None = None, token: str | None = None, timeout: float | None = None
+) -> TargetDescription | None:
+    """The `target=` of the Python API's entry points: None, a description already read, or a
+    SOURCE (str or `os.PathLike`) to read with `load_target`; anything else is a UsageError."""
+    if target is None or isinstance(target, TargetDescription):
+        return target
+    if isinstance(target, str | os.PathLike):
+        return load_target(target, revision=revision, token=token, timeout=timeout)
+    raise UsageError(
+        f"target is {target!r:.60} ({type(target).__name__}), not a path, a name or a TargetDescription",
+        "pass target='org/model', a folder (str or pathlib.Path), or leave it out",
+    )
+
+
 def load_target(
-    source: str, *, revision: str | None = None, token: str | None = None, timeout: float | None = None
+    source: str | os.PathLike[str],
+    *,
+    revision: str | None = None,
+    token: str | None = None,
+    timeout: float | None = None,
 ) -> TargetDescription:
     """Read a target's config.json from a folder, a file, a bundled example or the Hub."""
+    source = source_text(source, "target")
+    revision, token = optional_text(revision, "target_revision"), optional_text(token, "token")
+    timeout = optional_seconds(timeout, "timeout")
     from dflash_tools.reading.local import examples_dir
     from dflash_tools.reading.source import EXAMPLE_PREFIX
 
@@ -234,8 +329,9 @@ def load_target(
             # A device, FIFO or folder would hang the read or make no sense as a config.
             raise SourceError(f"target {file}: not a regular file", "pass the target model's folder or its config.json")
         try:
-            config = json.loads(read_small_file(file).decode("utf-8"))
-        except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+            # Bounded as every config (size, values, nesting): 64 MiB of `[[],...]` would take gigabytes.
+            config = loads_bounded(read_small_file(file), max_values=MAX_JSON_VALUES)
+        except (OSError, ValueError) as exc:  # JsonRefused is a ValueError
             raise SourceError(
                 f"target {file}: cannot read config.json ({exc})", "restore the target's config.json"
             ) from None
@@ -273,6 +369,29 @@ def check_target(
             )
         )
     return findings
+
+
+def check_own_layer_count(desc: DraftDescription) -> list[Finding]:
+    """Without a target: the layer ids against the draft config's own `num_target_layers`, the
+    depth of the target it says it was trained for (a z-lab config states it). With a target,
+    `check_target` compares both with the target's real depth instead."""
+    layers = desc.num_target_layers
+    if layers is None:
+        return []
+    beyond = [i for i in desc.target_layer_ids if i >= layers]
+    if not beyond:
+        return []
+    key = desc.target_layer_ids_key
+    return [
+        make_finding(
+            "DFT030",
+            f"{key} (z-lab convention {brief_list(desc.target_layer_ids)}) has ids {brief_list(beyond)} beyond the "
+            f"{layers} layers of the config's own num_target_layers",
+            "fix the ids or num_target_layers (pass --target to check both against the target model)",
+            keys=(key, "num_target_layers"),
+            values={"target_layer_ids": desc.target_layer_ids, "num_target_layers": layers},
+        )
+    ]
 
 
 def _layer_findings(desc: DraftDescription, target: TargetDescription) -> list[Finding]:

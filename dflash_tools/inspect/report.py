@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shlex
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -14,10 +15,10 @@ from dflash_tools.draft.description import DraftDescription
 from dflash_tools.draft.geometry import Geometry, resolve_geometry
 from dflash_tools.draft.profiles import ProfileMatch, config_sha256, match_profile, profile_findings
 from dflash_tools.draft.sliding_window import check_sliding_window
-from dflash_tools.draft.target import TargetDescription, check_target, load_target
+from dflash_tools.draft.target import TargetDescription, check_own_layer_count, check_target, target_argument
 from dflash_tools.draft.tensors import compare, expected_tensors, expected_totals, summarize
 from dflash_tools.findings import Finding, Severity, has_errors, make_finding, sort_findings
-from dflash_tools.reading.checkpoint import LoadedCheckpoint
+from dflash_tools.reading.checkpoint import LoadedCheckpoint, optional_count
 from dflash_tools.reading.safetensors_header import TensorHeader
 from dflash_tools.reading.source import load_checkpoint
 
@@ -193,6 +194,8 @@ def inspect_loaded(
             findings.extend(compare(desc, loaded.tensors))
         if target is not None:
             findings.extend(check_target(desc, target, loaded.tensors if loaded.weights_inspected else None))
+        else:
+            findings.extend(check_own_layer_count(desc))
     report = InspectReport(loaded, desc, geometry, [], target)
     if desc is None and loaded.config is not None:
         detected = dialects.detect(loaded.config)
@@ -256,20 +259,18 @@ def _dedupe(findings: list[Finding]) -> list[Finding]:
 
 
 def inspect_checkpoint(
-    source: str,
+    source: str | os.PathLike[str],
     *,
-    target: str | TargetDescription | None = None,
+    target: str | os.PathLike[str] | TargetDescription | None = None,
     num_speculative_tokens: int | None = None,
     revision: str | None = None,
     token: str | None = None,
     target_revision: str | None = None,
     timeout: float | None = None,
 ) -> InspectReport:
-    """Inspect one checkpoint. Raises SourceError when the draft or target cannot be reached."""
+    """Inspect one checkpoint. Raises SourceError when the draft or target cannot be reached, and
+    UsageError for an argument of the wrong type (a source that is not a str or a path, ...)."""
+    k = optional_count(num_speculative_tokens, "num_speculative_tokens")
     loaded = load_checkpoint(source, revision=revision, token=token, timeout=timeout)
-    target_spec = (
-        load_target(target, revision=target_revision, token=token, timeout=timeout)
-        if isinstance(target, str)
-        else target
-    )
-    return inspect_loaded(loaded, target=target_spec, num_speculative_tokens=num_speculative_tokens)
+    target_spec = target_argument(target, revision=target_revision, token=token, timeout=timeout)
+    return inspect_loaded(loaded, target=target_spec, num_speculative_tokens=k)

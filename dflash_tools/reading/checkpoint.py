@@ -7,15 +7,22 @@ are never read. This module sits below both `local` and `hub`, which fill it in.
 
 from __future__ import annotations
 
-import json
 import os
 import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from dflash_tools.errors import UsageError
 from dflash_tools.findings import Finding, make_finding
-from dflash_tools.reading.json_hazards import hazard_findings, json_values_bound, loads_tracking_duplicates
+from dflash_tools.reading.json_hazards import (
+    JsonRefused,
+    hazard_findings,
+    json_values_bound,
+    loads_bounded,
+    loads_tracking_duplicates,
+)
 from dflash_tools.reading.safetensors_header import (
     SafetensorsHeaderError,
     ShardHeader,
@@ -62,6 +69,58 @@ def brief_names(names: list[str], shown: int = 5) -> str:
     return head if len(names) <= shown else f"{head} and {len(names) - shown:,} more"
 
 
+def source_text(value: Any, name: str = "source") -> str:
+    """A SOURCE given to the Python API as text: a `str`, or any `os.PathLike` (`pathlib.Path`)
+    as its path. Anything else (None, a number, bytes, a list) raises UsageError naming the
+    argument, as a bad option does on the command line."""
+    if isinstance(value, str):
+        text = value
+    elif isinstance(value, os.PathLike):
+        path = os.fspath(value)
+        if not isinstance(path, str):
+            raise UsageError(f"{name} is a bytes path {path!r}", "pass the path as str or pathlib.Path")
+        text = path
+    else:
+        raise UsageError(
+            f"{name} is {_shown_argument(value)}, not a path or a name",
+            "pass a folder or file (str or pathlib.Path), a Hub repo id or example:NAME",
+        )
+    if not text.strip() or "\x00" in text:
+        raise UsageError(f"{name} is {text!r}, not a path or a name", "pass a folder, a Hub repo id or example:NAME")
+    return text
+
+
+def _shown_argument(value: Any) -> str:
+    text = repr(value)
+    return f"{text if len(text) <= 60 else text[:57] + '...'} ({type(value).__name__})"
+
+
+def optional_text(value: Any, name: str) -> str | None:
+    """A text argument of the Python API (a revision, a token): a `str` or None, else UsageError."""
+    if value is None or isinstance(value, str):
+        return value
+    raise UsageError(f"{name} is {_shown_argument(value)}, not text", f"pass {name} as a str, or leave it out")
+
+
+def optional_count(value: Any, name: str) -> int | None:
+    """A count argument of the Python API (K, a block size): an int of at least 1 (not a bool,
+    not beyond 64 bits, which no engine holds), or None; else UsageError naming it."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 2**63 - 1:
+        raise UsageError(f"{name} is {_shown_argument(value)}, not an integer of 1 or more", f"pass {name}=7, or None")
+    return value
+
+
+def optional_seconds(value: Any, name: str) -> float | None:
+    """A timeout argument of the Python API: a finite number of seconds above 0, or None."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < float("inf"):
+        raise UsageError(f"{name} is {_shown_argument(value)}, not a number of seconds", f"pass {name}=10.0, or None")
+    return float(value)
+
+
 def path_exists(path: Path) -> bool:
     """Whether anything (even a dangling link) is at `path`; a name the OS refuses is nothing."""
     try:
@@ -92,9 +151,43 @@ def too_large_reason(limit: int) -> str:
     return f"larger than {limit // (1024 * 1024)} MiB"
 
 
-def read_small_file(path: Path, limit: int = MAX_JSON_BYTES) -> bytes:
-    """A JSON file's bytes; raises OSError, or ValueError when it is larger than `limit`."""
-    with open(path, "rb") as handle:
+def file_kind(mode: int) -> str:
+    """What a file that is not a regular file is, in a few words ("a FIFO", "a folder")."""
+    for test, name in (
+        (stat.S_ISDIR, "a folder"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISCHR, "a device"),
+        (stat.S_ISBLK, "a device"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+class NotRegularFile(ValueError):
+    """A path that names a folder, a FIFO, a device or a socket: reading it would hang or mean nothing."""
+
+
+def read_small_file(path: Path | str, limit: int = MAX_JSON_BYTES) -> bytes:
+    """A small file's bytes (a config, an index, a preset); raises OSError, NotRegularFile (a
+    ValueError) for a folder, FIFO, device or socket, or ValueError when it is larger than `limit`.
+
+    Opened without blocking and checked on its descriptor before a byte is read: opening a FIFO
+    for reading waits for a writer forever, and a device never ends. A link is followed (the
+    Hub cache is made of them); what it names must be a regular file too.
+    """
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        os.close(fd)
+        raise
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        kind = file_kind(mode)
+        raise NotRegularFile(kind if kind == "not a regular file" else f"not a regular file ({kind})")
+    with os.fdopen(fd, "rb") as handle:
         data = handle.read(limit + 1)
     if len(data) > limit:
         raise ValueError(too_large_reason(limit))
@@ -192,32 +285,46 @@ def safe_shard_name(name: Any) -> str | None:
     return None
 
 
+NO_WEIGHT_MAP = "has no weight_map object"
+
+
+class IndexUnreadable(ValueError):
+    """A shard index that is not a JSON object with a `weight_map` object; the message says why,
+    as it follows the file's name ("cannot be read as JSON: ...", "has no weight_map object")."""
+
+
+def index_document(data: bytes) -> dict[str, Any]:
+    """The parsed shard index, an object whose `weight_map` is an object; raises IndexUnreadable.
+
+    Within the limits of any JSON read from a checkpoint (values, nesting: `json_hazards`), so
+    that garbage, bytes that are not UTF-8, a list, a 100,000-deep nesting or a file of a
+    million empty lists is a reason, never an exception from the parser.
+    """
+    refused = too_many_values(data)
+    if refused:
+        raise IndexUnreadable(f"cannot be read: {refused}")
+    try:
+        index = loads_bounded(data, max_values=MAX_JSON_VALUES)
+    except JsonRefused as exc:
+        raise IndexUnreadable(f"cannot be read as JSON: {exc}") from None
+    if not isinstance(index, dict):
+        raise IndexUnreadable(f"holds a JSON {type(index).__name__}, not an object with a weight_map")
+    if not isinstance(index.get("weight_map"), dict):
+        raise IndexUnreadable(NO_WEIGHT_MAP)
+    return index
+
+
 def parse_index(data: bytes, loaded: LoadedCheckpoint, file: str = INDEX_NAME) -> dict[str, str] | None:
     """Validate index bytes (from disk or the Hub): a weight_map whose shard names stay inside the folder.
 
     Unsafe entries become DFT004 findings (at most MAX_ENTRY_FINDINGS of them, then one that
     counts the rest) and are kept in `loaded.unsafe_index_entries` for convert's refusal.
     """
-    refused = too_many_values(data)
-    if refused:
-        loaded.findings.append(
-            make_finding("DFT004", f"{file} cannot be read: {refused}", "re-download the index", file=file)
-        )
-        return None
     try:
-        index = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-        loaded.findings.append(
-            make_finding("DFT004", f"{file} cannot be read as JSON: {exc}", "re-download the index", file=file)
-        )
-        return None
-    weight_map = index.get("weight_map") if isinstance(index, dict) else None
-    if not isinstance(weight_map, dict):
-        loaded.findings.append(
-            make_finding(
-                "DFT004", f"{file} has no weight_map object", "re-download the index", keys=("weight_map",), file=file
-            )
-        )
+        weight_map: dict[str, Any] = index_document(data)["weight_map"]
+    except IndexUnreadable as exc:
+        keys = ("weight_map",) if str(exc) == NO_WEIGHT_MAP else ()
+        loaded.findings.append(make_finding("DFT004", f"{file} {exc}", "re-download the index", keys=keys, file=file))
         return None
     valid: dict[str, str] = {}
     unsafe = 0

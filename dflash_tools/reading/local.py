@@ -15,6 +15,7 @@ from dflash_tools.reading.checkpoint import (
     CONFIG_NAME,
     INDEX_NAME,
     LoadedCheckpoint,
+    NotRegularFile,
     add_shard,
     check_index_against_shards,
     parse_config_text,
@@ -38,7 +39,7 @@ def list_examples() -> list[str]:
 
 
 def read_config_file(path: Path, file: str = CONFIG_NAME) -> tuple[dict[str, Any] | None, str | None, list[Finding]]:
-    if not path.is_file():
+    if not path_exists(path):
         return (
             None,
             None,
@@ -54,6 +55,11 @@ def read_config_file(path: Path, file: str = CONFIG_NAME) -> tuple[dict[str, Any
     try:
         raw = read_small_file(path)
         text = raw.decode("utf-8")
+    except NotRegularFile as exc:
+        # A folder, FIFO or device where the config belongs is there, but it is not a config.
+        return None, None, [make_finding("DFT001", f"{file} is {exc}", "restore config.json", file=file)]
+    except FileNotFoundError:  # a dangling link
+        return None, None, [make_finding("DFT001", f"{file} is a link to nothing", "restore config.json", file=file)]
     except OSError as exc:
         return None, None, [make_finding("DFT001", f"{file} cannot be read: {exc.strerror or exc}", file=file)]
     except UnicodeDecodeError as exc:
@@ -145,7 +151,7 @@ def _inside(folder: Path, candidate: Path) -> bool:
 
 def read_local_weights(folder: Path, loaded: LoadedCheckpoint) -> None:
     index_path = folder / INDEX_NAME
-    if index_path.is_file():
+    if path_exists(index_path):  # a folder or FIFO there is a finding (read_index), not "no index"
         weight_map = read_index(folder, loaded)
         if weight_map is None:
             # The index is unusable (already a DFT004); the shards themselves can still be checked.

@@ -7,17 +7,27 @@ The one entry point of the reading layer: it decides where SOURCE points and han
 from __future__ import annotations
 
 import difflib
+import os
 from pathlib import Path
 
 from dflash_tools.errors import SourceError
-from dflash_tools.reading.checkpoint import CONFIG_NAME, LoadedCheckpoint, is_offline, looks_like_repo_id, path_exists
+from dflash_tools.reading.checkpoint import (
+    CONFIG_NAME,
+    LoadedCheckpoint,
+    is_offline,
+    looks_like_repo_id,
+    optional_seconds,
+    optional_text,
+    path_exists,
+    source_text,
+)
 from dflash_tools.reading.local import examples_dir, list_examples, load_local
 
 EXAMPLE_PREFIX = "example:"
 
 
 def load_checkpoint(
-    source: str,
+    source: str | os.PathLike[str],
     *,
     revision: str | None = None,
     token: str | None = None,
@@ -29,8 +39,12 @@ def load_checkpoint(
     `folder_only` only words the error for a caller that needs a folder (convert, writing).
 
     Raises SourceError when the source cannot be found or reached; a source that exists but is
-    broken comes back with findings instead.
+    broken comes back with findings instead. Arguments of the wrong type (the Python API's callers
+    pass what they like) raise UsageError naming the argument.
     """
+    source = source_text(source)
+    revision, token = optional_text(revision, "revision"), optional_text(token, "token")
+    timeout = optional_seconds(timeout, "timeout")
     if source.startswith(EXAMPLE_PREFIX):
         name = source[len(EXAMPLE_PREFIX) :]
         path = examples_dir() / name

@@ -6,14 +6,17 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from dflash_tools.draft.model_limits import within_limit
 from dflash_tools.draft.target import text_value
 from dflash_tools.engine_rules import KeyRead
 
 
 def num_hidden_layers(config: dict[str, Any]) -> Any:
     """A config's layer count as the engines read it: text_config's when it has one, else the top
-    level's (the same rule as a target's, `draft.target.text_value`)."""
-    return text_value(config, "num_hidden_layers")[0]
+    level's (the same rule as a target's, `draft.target.text_value`). A count beyond any model's
+    (`model_limits`) is None, not stated: the views derive layer ids per draft layer, and inspect
+    already has a DFT006 for it."""
+    return within_limit("num_hidden_layers", text_value(config, "num_hidden_layers")[0])
 
 
 # Reading a key the engine's way

@@ -105,6 +105,9 @@ def resolve_engine_specs(values: list[str]) -> tuple[list[str], bool]:
                 if newest is None:
                     raise ValueError(f"{name}: unknown engine (choose from: {', '.join(engine_choices())})")
                 wanted.add(newest.spec)
+    if values and not wanted and not installed:
+        # `--engine ''` (an unset shell variable) names nothing: not "no engine", a mistake.
+        raise ValueError(f"{', '.join(map(repr, values))} names no engine")
     return [spec for spec in ENGINE_RULES if spec in wanted], installed
 
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from dflash_tools.draft.target import TargetDescription, target_from_config
+from dflash_tools.draft.target import TargetDescription, target_config, target_from_config
 from dflash_tools.engine_rules import ENGINE_RULES, VLLM_V2_ENV, EngineRules, Layout
 from dflash_tools.errors import SourceError, UsageError
 from dflash_tools.findings import make_finding, sort_findings
@@ -55,12 +55,14 @@ from dflash_tools.serving.plan_model import (
     ServingPlan,
     Setting,
 )
-from dflash_tools.serving.plan_rules import SERVING_RULES, pins_draft_dcp
+from dflash_tools.serving.plan_request import check_request
+from dflash_tools.serving.plan_rules import SERVING_RULES, check_startup, pins_draft_dcp
 
 
 def plan_launch(request: PlanRequest, *, token: str | None = None, timeout: float | None = None) -> LaunchPlan:
     """Read the target once and each draft, and plan each draft's launch. Raises SourceError when
     a source cannot be found or read, UsageError for settings that cannot work."""
+    request = check_request(request)  # a request built in Python is checked as the CLI's is
     target = load_checkpoint(request.target, revision=request.target_revision, token=token, timeout=timeout)
     plans = []
     for entry in request.drafts:
@@ -82,12 +84,7 @@ def build_plan(
     request: PlanRequest, entry: PlanDraft, target: LoadedCheckpoint, draft: LoadedCheckpoint
 ) -> ServingPlan:
     """The plan for an already read target and draft (see the module docstring)."""
-    config = target.config
-    if config is None:
-        raise SourceError(
-            f"target {request.target}: no readable config.json ({target.location})",
-            "pass the target model's folder or Hub repo id",
-        )
+    config = target_config(target, request.target)
     if request.tensor_parallel_size < 1 or request.decode_context_parallel_size < 1:
         raise UsageError("--tensor-parallel-size and --decode-context-parallel-size must be 1 or more")
     description = _target_description(config, request.target, target.location)
@@ -106,7 +103,11 @@ def build_plan(
         kv_bytes = dtype_bytes(plan.kv_cache_dtype)
         dtype_bytes(plan.serving_dtype)
     except ValueError as exc:
-        raise UsageError(str(exc), "pass --dtype / --kv-cache-dtype with one of those names") from None
+        # --dtype and --kv-cache-dtype were checked with the request: this dtype is the target config's.
+        raise SourceError(
+            f"target {request.target}: its config's dtype {plan.target_dims.dtype!r}: {exc}",
+            "pass --dtype with one of those names to serve it in that dtype",
+        ) from None
 
     tp = request.tensor_parallel_size
     plan.tensor_parallel = check_tensor_parallel(plan.target_dims, plan.draft_dims, tp)
@@ -132,6 +133,7 @@ def build_plan(
         plan.engines[spec] = _engine_plan(plan, ENGINE_RULES[spec], facts)
 
     _memory(plan, draft)
+    check_startup(plan)
     plan.findings = sort_findings(plan.findings)
     return plan
 

@@ -20,12 +20,16 @@ has tables for, `engine_rules`; the same in each unless a function says otherwis
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from dflash_tools.draft.description import DraftDescription
 from dflash_tools.draft.geometry import layout_name, num_query_tokens
+from dflash_tools.draft.model_limits import shown_integer
 from dflash_tools.draft.target import FULL_ATTENTION, SLIDING_ATTENTION, TargetDescription
+from dflash_tools.errors import UsageError
 
 __all__ = ["FULL_ATTENTION", "SLIDING_ATTENTION", "AttentionDims", "TargetDescription"]
 
@@ -33,6 +37,90 @@ __all__ = ["FULL_ATTENTION", "SLIDING_ATTENTION", "AttentionDims", "TargetDescri
 # tensor-parallel ranks (`DEFAULT_VOCAB_PADDING_SIZE`, `pad_vocab_size` and the `divide` of
 # `num_embeddings_padded` by tp_size in vllm/model_executor/layers/vocab_parallel_embedding.py).
 VOCAB_PADDING = 64
+
+
+# --- the numbers a plan is asked for ------------------------------------------------------------
+
+# The engines keep counts and lengths in 64-bit integers (torch.int64 tensors, C++ int64_t): a
+# larger one is refused at start-up or wraps around, whatever the check before it said.
+INT64_MAX = 2**63 - 1
+# A GPU's memory in GiB: above every GPU made by far (one petabyte), so that any float the GiB is
+# multiplied by stays a float and the byte count an integer (`inf` or 1e308 GiB overflowed).
+MAX_GPU_MEMORY_GIB = 1024 * 1024
+
+# Each integer setting a plan takes (the command line, a preset's engine arguments, the Python
+# API's `PlanRequest`): at least 1, at most what an engine holds.
+INTEGER_SETTINGS = (
+    "num_speculative_tokens",
+    "max_model_len",
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "tensor_parallel_size",
+    "decode_context_parallel_size",
+)
+# Each number that may be fractional, with its range (low exclusive, high inclusive) and unit.
+FRACTION_SETTINGS: dict[str, tuple[float, float, str]] = {
+    "gpu_memory_gib": (0.0, MAX_GPU_MEMORY_GIB, " GiB"),
+    "gpu_memory_utilization": (0.0, 1.0, ""),
+}
+TEXT_SETTINGS = ("dtype", "kv_cache_dtype")
+
+
+def setting_problem(name: str, value: Any) -> str | None:
+    """Why `value` cannot be setting `name` ("is 'eight', not an integer"), or None when it can.
+
+    Checked before any arithmetic, for every way a value arrives: a type (a string where a
+    number belongs, a list, a bool), NaN and the infinities, a count below 1 or beyond 64 bits,
+    a fraction outside its range. None is "not given" and always passes.
+    """
+    if value is None:
+        return None
+    shown = _shown(value)
+    if name in INTEGER_SETTINGS:
+        if isinstance(value, bool) or not isinstance(value, int):
+            return f"is {shown}, not an integer"
+        if value < 1:
+            return f"is {shown}, not 1 or more"
+        if value > INT64_MAX:
+            return f"is {shown}, more than {INT64_MAX:,}, the largest an engine takes (a 64-bit integer)"
+        return None
+    if name in FRACTION_SETTINGS:
+        low, high, unit = FRACTION_SETTINGS[name]
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return f"is {shown}, not a number"
+        if isinstance(value, float) and not math.isfinite(value):
+            return f"is {shown}, not a finite number"
+        if not low < value <= high:
+            return f"is {shown}, not above {low:g} and at most {high:,.10g}{unit}"
+        return None
+    if name in TEXT_SETTINGS and not isinstance(value, str):
+        return f"is {shown}, not a name"
+    return None
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return shown_integer(value)
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:57]}..."
+
+
+def check_settings(values: Mapping[str, Any], where: Callable[[str], str]) -> None:
+    """Raise UsageError for the first value of `values` (setting name -> value) that cannot be
+    its setting; `where(name)` names it as the user wrote it (`--max-num-seqs`, `preset X:
+    engine_args.max_num_seqs`)."""
+    for name, value in values.items():
+        problem = setting_problem(name, value)
+        if problem is not None:
+            default = f"pass {where(name)} as an integer from 1 to 2^63 - 1" if name in INTEGER_SETTINGS else ""
+            raise UsageError(f"{where(name)} {problem}", _SETTING_HINTS.get(name, default or "pass a value in range"))
+
+
+_SETTING_HINTS = {
+    "gpu_memory_gib": "pass the GPU's memory: --gpu-memory 80 (GiB), 80GB, 80GiB or 81920MiB",
+    "gpu_memory_utilization": "pass a fraction above 0 and at most 1, such as 0.9",
+    "num_speculative_tokens": "pass -k with the K to serve, such as -k 7",
+}
 
 
 # --- model dimensions ---------------------------------------------------------------------------

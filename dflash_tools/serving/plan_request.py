@@ -12,12 +12,14 @@ vLLM installed here).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
-from dflash_tools.engine_rules import get_rules, latest
+from dflash_tools.engine_rules import ENGINE_RULES, get_rules, latest
 from dflash_tools.errors import UsageError
 from dflash_tools.serving.k_values import single_k
+from dflash_tools.serving.plan_checks import FRACTION_SETTINGS, INTEGER_SETTINGS, TEXT_SETTINGS, check_settings
+from dflash_tools.serving.plan_memory import dtype_bytes
 from dflash_tools.serving.plan_model import GIVEN, PRESET, REQUEST_SETTINGS, PlanDraft, PlanRequest
 
 
@@ -67,6 +69,17 @@ def plan_request(args: PlanArguments) -> PlanRequest:
     drafts = [PlanDraft(source, args.revision) for source in args.drafts or []]
     k = single_k(args.num_speculative_tokens, "plan")
     settings: dict[str, Any] = {name: getattr(args, name) for name in REQUEST_SETTINGS}
+    # Every number checked before any arithmetic (`plan_checks.setting_problem`), named as typed.
+    check_settings(
+        {
+            "gpu_memory_gib": args.gpu_memory,
+            "tensor_parallel_size": args.tensor_parallel_size,
+            "decode_context_parallel_size": args.decode_context_parallel_size,
+            **settings,
+        },
+        option_name,
+    )
+    check_dtypes(settings, option_name)
     given = {"target": target, "drafts": drafts, "num_speculative_tokens": k, **settings}
     sources.update({name: GIVEN for name, value in given.items() if value not in (None, [])})
     if args.preset is not None:
@@ -102,10 +115,59 @@ def plan_request(args: PlanArguments) -> PlanRequest:
     )
 
 
+def option_name(setting: str) -> str:
+    """The command-line option of a request setting (`--max-num-seqs`, `--gpu-memory`, `-k`)."""
+    return OPTION_NAMES.get(setting, "--" + setting.replace("_", "-"))
+
+
+OPTION_NAMES = {"gpu_memory_gib": "--gpu-memory", "num_speculative_tokens": "-k"}
+
+
+def check_dtypes(settings: Mapping[str, Any], where: Callable[[str], str]) -> None:
+    """`dtype` and `kv_cache_dtype` are names the memory check knows (`auto`: the model's)."""
+    for name in ("dtype", "kv_cache_dtype"):
+        value = settings.get(name)
+        if value is None or value == "auto":
+            continue
+        try:
+            dtype_bytes(value)
+        except ValueError as exc:
+            raise UsageError(f"{where(name)} {value!r}: {exc}", "pass one of those names, or auto") from None
+
+
+def check_request(request: PlanRequest) -> PlanRequest:
+    """A request built in Python (`PlanRequest(...)`) checked as the command line's is: the
+    target and drafts are paths or names (a `pathlib.Path` becomes its text), every number in
+    range, the engines the names `--engine` takes (`sglang`, `all`, `vllm==0.34.0`), each
+    raising UsageError naming the field. Returns the request with those values normalized."""
+    from dataclasses import replace
+
+    from dflash_tools.reading.checkpoint import source_text
+
+    target = source_text(request.target, "PlanRequest.target")
+    if not isinstance(request.drafts, tuple | list) or not all(isinstance(d, PlanDraft) for d in request.drafts):
+        raise UsageError(
+            f"PlanRequest.drafts is {type(request.drafts).__name__}, not a tuple of PlanDraft",
+            "pass drafts=(PlanDraft('org/draft'),)",
+        )
+    drafts = tuple(
+        PlanDraft(source_text(d.source, f"PlanRequest.drafts[{i}].source"), d.revision)
+        for i, d in enumerate(request.drafts)
+    )
+    numbers = {name: getattr(request, name) for name in (*INTEGER_SETTINGS, *FRACTION_SETTINGS, *TEXT_SETTINGS)}
+    check_settings(numbers, lambda name: f"PlanRequest.{name}")
+    check_dtypes(numbers, lambda name: f"PlanRequest.{name}")
+    engines = request.engines
+    if isinstance(engines, str) or not all(isinstance(name, str) for name in engines):
+        raise UsageError(f"PlanRequest.engines is {engines!r}, not a tuple of engine names", "pass engines=('all',)")
+    if any(name not in ENGINE_RULES for name in engines):
+        engines = plan_engines(engines)
+    return replace(request, target=target, drafts=drafts, engines=tuple(engines))
+
+
 def plan_engines(values: Sequence[str] | None) -> tuple[str, ...]:
     """`engine==version` tables for the --engine values (default: all), in the tables' order;
     `vllm` is the release of the vLLM installed here."""
-    from dflash_tools.engine_rules import ENGINE_RULES
     from dflash_tools.serving.engine_view import ALL, engine_choices, resolve_engine_specs
 
     try:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from dflash_tools.draft.geometry import layout_name
-from dflash_tools.serving.plan_checks import SLIDING_ATTENTION
+from dflash_tools.serving.plan_checks import INT64_MAX, SLIDING_ATTENTION
 from dflash_tools.serving.plan_model import EnginePlan, ServingPlan
 
 
@@ -86,6 +86,65 @@ def _draft_dcp_sliding_window(plan: ServingPlan, engine: EnginePlan) -> None:
         "draft_decode_context_parallel_size to 1",
         "keep draft_decode_context_parallel_size 1 in --speculative-config",
         keys=("draft_decode_context_parallel_size",),
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# What every release refuses at start-up (not a table's rule: each engine does it)
+# --------------------------------------------------------------------------------------------
+
+# The variable each engine reads before it accepts a max_model_len longer than the model's:
+# vLLM's `_get_and_verify_max_len` (vllm/config/model.py), SGLang's `_derive_context_length`
+# (sglang/srt/configs/model_config.py). Both raise at start-up without it.
+LONG_CONTEXT_ENV = {
+    "vllm": "VLLM_ALLOW_LONG_MAX_MODEL_LEN",
+    "sglang": "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN",
+}
+
+
+def check_startup(plan: ServingPlan) -> None:
+    """Settings on a launch line that the engine refuses when it starts, as findings (DFT088) of
+    each release: a max_model_len longer than the target's context, and a number the launch line
+    passes beyond a 64-bit integer (a raised max_num_batched_tokens). The values given were
+    checked with the request (`plan_checks.setting_problem`); these are what they add up to."""
+    for engine in plan.engines.values():
+        if not engine.serves:
+            continue
+        _max_model_len_beyond_context(plan, engine)
+        for name, setting in engine.settings.items():
+            value = setting.value
+            if isinstance(value, int) and not isinstance(value, bool) and value > INT64_MAX:
+                engine.note(
+                    "DFT088",
+                    f"{name} {value:,} ({setting.source}) is beyond {INT64_MAX:,}, the largest number it takes "
+                    "(a 64-bit integer): refused at start-up",
+                    "lower --max-num-seqs (max_num_batched_tokens is raised to max_num_seqs × the query positions)",
+                    keys=(name,),
+                    value=value,
+                )
+
+
+def _max_model_len_beyond_context(plan: ServingPlan, engine: EnginePlan) -> None:
+    setting, target = plan.max_model_len, plan.target_description
+    longest = target.longest_context
+    if setting is None or longest is None or not isinstance(setting.value, int) or setting.value <= longest:
+        return
+    variable = LONG_CONTEXT_ENV.get(engine.rules.engine)
+    allowed = f" unless {variable}=1 is set" if variable else ""
+    positions = target.max_position_embeddings
+    why = (
+        "its max_position_embeddings"
+        if longest == positions
+        else f"max_position_embeddings {positions:,} with its RoPE scaling or model_max_length"
+    )
+    engine.note(
+        "DFT088",
+        f"max_model_len {setting.value:,} ({setting.source}) is longer than the target's context, {longest:,} "
+        f"({why}): refused at start-up{allowed}, and positions past the trained ones give wrong outputs",
+        f"pass --max-model-len {longest} or less",
+        keys=("max_model_len",),
+        max_model_len=setting.value,
+        longest_context=longest,
     )
 
 

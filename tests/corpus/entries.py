@@ -82,10 +82,6 @@ BY_DIR = {entry.dir: entry for entry in ENTRIES}
 # register) makes them readable. Their tests are strict xfails, so they fail (XPASS) the day
 # that work lands, and the entry here is then deleted.
 PENDING_ARCHITECTURES = {
-    "published/meta-models__Muse-Glimmer-30B-assistant__e8192f3a": (
-        "issue 26 item 1: the Muse Glimmer assistant format (MuseGlimmerAssistantModel, no dflash_config) "
-        "is not read yet: DFT002"
-    ),
     "published/RadixArk__Kimi-K3-DSpark__eb03982e": (
         "issue 26 item 1: DSparkDraftModel with its target layers and mask token in dflash_config "
         "is not read yet: DFT006 target_layer_ids"
@@ -93,8 +89,5 @@ PENDING_ARCHITECTURES = {
     "published/RadixArk__Kimi-K3-DSpark__9c4b2577": (
         "issue 26 item 1: DSparkDraftModel with its target layers and mask token in dflash_config "
         "is not read yet: DFT006 target_layer_ids"
-    ),
-    "edited/poolside__Laguna-S-2.1-DFlash__partial": (
-        "issue 26 item 1: DFlashLagunaForCausalLM is not read yet: DFT002"
     ),
 }

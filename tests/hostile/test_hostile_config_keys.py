@@ -173,7 +173,11 @@ def test_lone_surrogate_with_raw_non_ascii(make_checkpoint: CheckpointFactory, t
     assert [f["keys"] for f in document["findings"] if f["code"] == "DFT061"] == [["note"]]
     for extra in ([], ["--to", "speculators"]):
         out = tmp_path / f"out{len(extra)}"
+        # The output keeps the user's own key and its DFT061 error: written, and exit 1 unless
+        # --allow-errors accepts it.
         code, _, err = invoke("convert", str(folder), "-o", str(out), *extra)
+        assert code == 1 and "internal error" not in err, err
+        code, _, err = invoke("convert", str(folder), "-o", str(out), "--force", "--allow-errors", *extra)
         assert code == 0, err
         written = (out / "config.json").read_bytes().decode("utf-8")
         assert "\\ud800" in written and "caf\u00e9" in written

@@ -55,6 +55,9 @@ def test_a_million_layer_ids_quote_a_line_not_the_list(tmp_path: Path) -> None:
     config["dflash_config"]["target_layer_ids"] = list(range(1_000_000))[::-1]
     (folder / "config.json").write_text(json.dumps(config))
     report = inspect_checkpoint(str(folder))
-    [order] = [f for f in report.findings if f.code == "DFT030"]
+    [order] = [f for f in report.findings if f.code == "DFT030" and "not increasing" in f.message]
     assert len(order.message) < 400 and "(1,000,000 entries)" in order.message
+    # The ids past the config's own num_target_layers (4): the same brief quote.
+    [beyond] = [f for f in report.findings if f.code == "DFT030" and "num_target_layers" in f.message]
+    assert len(beyond.message) < 400
     assert len(order.values["dflash_config.target_layer_ids"]) == 1_000_000  # the data stays whole

@@ -25,13 +25,7 @@ __all__ = ["parsers"]  # the fixture, shared with test_sglang_source
 SPEC = "sglang==0.5.23"
 # Files SGLang serves and the column calls unsupported until issue 26 item 1 lands (strict xfails).
 # The Kimi K3 DSpark drafts are not here: the column already reads them as SGLang does.
-PENDING = {
-    name: PENDING_ARCHITECTURES[name]
-    for name in (
-        "published/meta-models__Muse-Glimmer-30B-assistant__e8192f3a",
-        "edited/poolside__Laguna-S-2.1-DFlash__partial",
-    )
-}
+PENDING: dict[str, str] = {name: PENDING_ARCHITECTURES[name] for name in ()}
 
 
 @pytest.fixture(scope="module")
@@ -63,6 +57,11 @@ def test_the_sglang_column_agrees_with_sglang_on_the_corpus(
         assert view["outcome"] in ("refused", "unsupported"), (view["outcome"], view["refusal"])
         return
     assert view["outcome"] not in ("refused", "unsupported"), view["refusal"]
+    if view["outcome"] == "unchecked":
+        # An architecture SGLang registers and no dialect reads (Laguna): refused by name
+        # (DFT008), so the column states no geometry to compare.
+        assert view["reads_format"] is False or view["block_size"] is None, view
+        return
     assert (view["block_size"], view["block_size_source"]) == (theirs.block_size, theirs.block_source)
     assert view["layout"] == theirs.layout
     assert view["target_layer_ids"] == theirs.target_layer_ids

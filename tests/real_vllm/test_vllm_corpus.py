@@ -26,13 +26,7 @@ pytestmark = pytest.mark.real_vllm
 REGISTRY = "vllm/model_executor/models/registry.py"
 # Files the release has a loader for and the column calls unsupported until issue 26 item 1
 # lands (strict xfails).
-PENDING = {
-    name: PENDING_ARCHITECTURES[name]
-    for name in (
-        "published/meta-models__Muse-Glimmer-30B-assistant__e8192f3a",
-        "edited/poolside__Laguna-S-2.1-DFlash__partial",
-    )
-}
+PENDING: dict[str, str] = {name: PENDING_ARCHITECTURES[name] for name in ()}
 
 
 @pytest.fixture(scope="module")
