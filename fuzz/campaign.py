@@ -585,11 +585,12 @@ def check_terminal_output(text: str, what: str) -> None:
 
 def render(report: Any, target: TargetSpec | None, show_tensors: bool) -> None:
     """The JSON document and the human report must both come out, strict JSON, valid UTF-8."""
-    from dflash_tools.cli._output import write_json
+    from dflash_tools.cli._output import reset_documents, write_json
     from dflash_tools.cli.inspect_run import render_report
 
     for include in (False, True):
         document = report.to_dict(include_tensors=include)
+        reset_documents()  # a command writes one document; each render here is a command's
         sink = io.StringIO()
         with contextlib.redirect_stdout(sink):
             write_json(document)

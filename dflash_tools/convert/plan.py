@@ -34,6 +34,7 @@ from dflash_tools.reading.checkpoint import (
     LoadedCheckpoint,
     optional_count,
 )
+from dflash_tools.reading.json_hazards import MAX_CONFIG_DEPTH, depth_and_path
 from dflash_tools.reading.local import load_following_links
 from dflash_tools.reading.source import load_checkpoint
 from dflash_tools.serving.engine_model import DraftFacts
@@ -202,9 +203,12 @@ def plan_conversion(
         reason = next((f.message for f in before.findings if f.code == "DFT001"), f"{CONFIG_NAME} is unusable")
         raise SourceError(f"{name}: cannot convert: {reason}", "restore config.json, then run convert again")
     too_deep = next((f for f in before.findings if f.code == "DFT062"), None)
-    if too_deep is not None:
-        # Every writer walks the config recursively; refuse before one of them hits the stack limit.
-        raise SourceError(f"{name}: cannot convert: {too_deep.message}", too_deep.hint)
+    depth, where = depth_and_path(loaded.config)
+    if too_deep is not None or depth > MAX_CONFIG_DEPTH:
+        # Every writer walks the config recursively; refuse before one of them hits the stack
+        # limit. Measured here too: a checkpoint built in Python carries no reader's findings.
+        message = too_deep.message if too_deep else f"{CONFIG_NAME}: {where} nests more than {MAX_CONFIG_DEPTH} levels"
+        raise SourceError(f"{name}: cannot convert: {message}", too_deep.hint if too_deep else "")
     desc = before.description
     if desc is None:
         reason = next(

@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dflash_tools import testing
-from dflash_tools.cli._output import write_json
+from dflash_tools.cli._output import reset_documents, write_json
 from dflash_tools.cli.inspect_run import render_report
 from dflash_tools.draft.target import TargetSpec, load_target, target_from_config
 from dflash_tools.errors import SourceError
@@ -125,6 +125,7 @@ def check_report(report: InspectReport, target: TargetSpec | None = None) -> Non
         assert isinstance(finding.message, str) and isinstance(finding.hint, str)
     document = report.to_dict(include_tensors=True)
     sink = io.StringIO()
+    reset_documents()  # write_json writes one document per command: this is a new one
     with contextlib.redirect_stdout(sink):
         write_json(document)
     sink.getvalue().encode("utf-8")
