@@ -19,7 +19,13 @@ from dflash_tools import dialects
 from dflash_tools.convert.decide import Decision, decide_geometry
 from dflash_tools.convert.json_edit import dumps_like, same_json
 from dflash_tools.convert.repack import TensorEdits
-from dflash_tools.convert.translate import TARGET_FAMILIES, check_cross_dialect, fill_missing_verifier, render_cross
+from dflash_tools.convert.translate import (
+    TARGET_FAMILIES,
+    check_cross_dialect,
+    cross_text,
+    fill_missing_verifier,
+    render_cross,
+)
 from dflash_tools.draft.description import Algorithm, Dialect, DraftDescription
 from dflash_tools.draft.geometry import Geometry, resolve_geometry
 from dflash_tools.draft.target import TargetSpec, target_argument
@@ -244,7 +250,7 @@ def plan_conversion(
         config_text = dumps_like(config, loaded.config_text)
     else:
         config = render_cross(loaded.config, desc, destination, geometry, target_spec, decisions, warnings)
-        config_text = dumps_like(config, None, style_from=loaded.config_text)
+        config_text = cross_text(config, loaded.config, loaded.config_text, destination)
 
     output_desc, problems = _describe(config)
     if output_desc is None:  # pragma: no cover - every writer output is readable by its reader

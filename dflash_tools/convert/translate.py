@@ -14,6 +14,7 @@ from typing import Any
 from dflash_tools import dialects
 from dflash_tools._version import __version__
 from dflash_tools.convert.decide import Decision
+from dflash_tools.convert.json_edit import dumps_like
 from dflash_tools.dialects import speculators as speculators_dialect
 from dflash_tools.dialects import zlab as zlab_dialect
 from dflash_tools.draft.description import Algorithm, DraftDescription
@@ -109,6 +110,33 @@ def fill_missing_verifier(config: dict[str, Any], target: TargetSpec, decisions:
     )
 
 
+def restore_record(source_config: dict[str, Any], destination: str) -> tuple[str, dict[str, Any]] | None:
+    """The dialect and config an earlier conversion kept under RESTORE_KEY, when that dialect is
+    of the `destination` family (None: no usable record)."""
+    record = source_config.get(RESTORE_KEY)
+    if not (isinstance(record, dict) and isinstance(record.get("config"), dict)):
+        return None
+    dialect = record.get("dialect")
+    recorded = dialects.by_name(dialect) if isinstance(dialect, str) else None
+    if recorded is None or recorded.family != destination:
+        return None
+    return record["dialect"], record["config"]
+
+
+def cross_text(config: dict[str, Any], source_config: dict[str, Any], source_text: str | None, destination: str) -> str:
+    """The translated config as text, in the source file's style.
+
+    Restored from a record, it is written as an edit of the kept config (itself written out in
+    that style), the way normalizing the original edits the original: a key the writer adds
+    (the explicit layout flag, say) lands where normalization puts it, so the round trip gives
+    the normalized bytes back, not only its keys and values.
+    """
+    restored = restore_record(source_config, destination)
+    if restored is None:
+        return dumps_like(config, None, style_from=source_text)
+    return dumps_like(config, dumps_like(restored[1], None, style_from=source_text))
+
+
 def render_cross(
     source_config: dict[str, Any],
     desc: DraftDescription,
@@ -120,14 +148,8 @@ def render_cross(
 ) -> dict[str, Any]:
     stripped = {k: v for k, v in source_config.items() if k != RESTORE_KEY}
     plain = dialects.read(stripped)
-    record = source_config.get(RESTORE_KEY)
-    base: dict[str, Any] | None = None
-    record_dialect = ""
-    if isinstance(record, dict) and isinstance(record.get("config"), dict) and isinstance(record.get("dialect"), str):
-        recorded = dialects.by_name(record["dialect"])
-        if recorded is not None and recorded.family == destination:
-            base = record["config"]
-            record_dialect = record["dialect"]
+    restored = restore_record(source_config, destination)
+    record_dialect, base = restored if restored is not None else ("", None)
     config = dialects.render(
         destination,
         plain,

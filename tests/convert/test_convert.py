@@ -274,6 +274,33 @@ def test_round_trip_restores_config_and_tensor_bytes(tmp_path: Path, start: str,
     assert back.ok and tree_hashes(source) == before
 
 
+@pytest.mark.parametrize(
+    ("start", "other"),
+    [
+        ("zlab-dflash", "speculators"),
+        ("zlab-dflash2", "speculators"),
+        ("speculators-dflash", "zlab"),
+        ("speculators-dflash2", "zlab"),
+    ],
+)
+def test_round_trip_puts_a_written_layout_flag_where_normalizing_puts_it(
+    tmp_path: Path, start: str, other: str
+) -> None:
+    # As published (transformers and speculators save with sorted keys), without the layout flag:
+    # normalizing writes sample_from_anchor in sorted place, and so must the way back from the
+    # restore record (tests/corpus has the published files).
+    spec = replace(default_spec(start), sample_from_anchor=None)
+    config = json.loads(json.dumps(testing.make_config(start, spec), sort_keys=True))
+    source = testing.write_checkpoint(tmp_path / "source", start, spec, config=config)
+    convert_checkpoint(str(source), tmp_path / "there", to=other)
+    convert_checkpoint(str(tmp_path / "there"), tmp_path / "back", to=start.split("-")[0])
+    convert_checkpoint(str(source), tmp_path / "normalized")
+    normalized = (tmp_path / "normalized" / "config.json").read_text()
+    assert "sample_from_anchor" not in (source / "config.json").read_text()
+    assert list(json.loads(normalized)) == sorted(json.loads(normalized))
+    assert (tmp_path / "back" / "config.json").read_text() == normalized
+
+
 def test_speculators_to_zlab_shape(tmp_path: Path) -> None:
     convert_checkpoint("example:speculators-dflash", tmp_path / "z", to="zlab")
     config = json.loads((tmp_path / "z" / "config.json").read_text())

@@ -61,23 +61,6 @@ REFUSED_TRANSLATIONS = {
     "unpublished/minimax-m27-dflash-end-to-end-DRAFT": "reduced vocabulary",
 }
 
-# Round trips that give back the normalized config's keys and values but not its bytes: the
-# layout flag comes back at another position (convert's restore record; docs/convert.md).
-KEY_ORDER_ONLY = (
-    "convert: the round trip puts sample_from_anchor back at another position (key order), not byte for byte"
-)
-ROUND_TRIP_KEY_ORDER = {
-    "published/incoai__GLM-5.3-DFlash2__425aa615",
-    "published/incoai__GLM-5.3-Flash-DFlash2__bf582e4e",
-    "published/incoai__Qwen3.8-27B-DFlash2__dedf8df6",
-    "published/z-lab__Qwen3-4B-DFlash-b16__b74e3a32",
-    "published/z-lab__Qwen3-8B-DFlash-b16__9b41424b",
-    "published/z-lab__Qwen3.5-4B-DFlash__9a1996cc",
-    "published/z-lab__Qwen3.6-35B-A3B-DFlash__unknown-revision",
-    "published/z-lab__Qwen3.8-27B-DFlash2__50307d4c",
-    "unpublished/speculators-issue-613__qwen36-35b-dflash",
-}
-
 
 def params(entries: Any, extra: Callable[[Entry], list[pytest.MarkDecorator]] | None = None) -> list[Any]:
     out = []
@@ -192,7 +175,7 @@ def copy_of(entry: Entry, folder: Path) -> Path:
 
 def test_the_convertible_files_are_the_ones_read_without_errors() -> None:
     assert len({e.sha256 for e in CONVERTIBLE if published(e)}) >= 8
-    assert {e.dir for e in CONVERTIBLE} >= set(ROUND_TRIP_KEY_ORDER) | set(REFUSED_TRANSLATIONS)
+    assert {e.dir for e in CONVERTIBLE} >= set(REFUSED_TRANSLATIONS)
 
 
 @pytest.mark.parametrize("entry", CONVERTIBLE, ids=lambda e: e.dir)
@@ -221,12 +204,6 @@ def translatable(entry: Entry) -> bool:
     return DIALECTS[entry.dir] in ("zlab-dflash", "zlab-dflash2", "speculators-dflash", "speculators-dflash2")
 
 
-def key_order_mark(entry: Entry) -> list[pytest.MarkDecorator]:
-    if entry.dir in ROUND_TRIP_KEY_ORDER:
-        return [pytest.mark.xfail(strict=True, reason=KEY_ORDER_ONLY)]
-    return []
-
-
 ROUND_TRIPS = [e for e in CONVERTIBLE if translatable(e) and e.dir not in REFUSED_TRANSLATIONS]
 
 
@@ -248,7 +225,7 @@ def test_round_trip_gives_back_the_normalized_config(entry: Entry, tmp_path: Pat
     assert back == json.loads((tmp_path / "normalized" / "config.json").read_text())
 
 
-@pytest.mark.parametrize("entry", [pytest.param(e, id=e.dir, marks=key_order_mark(e)) for e in ROUND_TRIPS])
+@pytest.mark.parametrize("entry", ROUND_TRIPS, ids=lambda e: e.dir)
 def test_round_trip_gives_back_the_normalized_bytes(entry: Entry, tmp_path: Path) -> None:
     source = copy_of(entry, tmp_path / "source")
     home = "zlab" if other_family(entry) == "speculators" else "speculators"
