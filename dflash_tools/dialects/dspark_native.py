@@ -1,7 +1,9 @@
 """Native DSpark (DeepSeek `Qwen3DSparkModel`, RadixArk `DSparkDraftModel`): flat keys.
 
 No `sample_from_anchor` key means anchor-first (true). `target_layer_ids` are 0-based, and -1 is
-the embedding output.
+the embedding output. RadixArk's published drafts keep `target_layer_ids` and `mask_token_id` in a
+`dflash_config` instead; both engines read a `dflash_config` copy of either key before the
+top-level one, so `read` does too.
 
 DeepSpec also publishes plain DFlash drafts in this form (`dflash_qwen3_8b_block7` and its
 siblings): `Qwen3DSparkModel` with `markov_rank: 0` (no Markov head), a top-level `block_size`
@@ -36,7 +38,12 @@ SPEC = DialectSpec(
     dialects=(Dialect("dspark-native", Algorithm.DSPARK, sample_from_anchor_default=True),),
     keys=DialectKeys(
         decoder=("",),
-        algorithm=("",),
+        # The format's own keys are top-level. Both engines read target_layer_ids and
+        # mask_token_id from a dflash_config first (vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py:
+        # get_eagle3_aux_layers_from_config, vllm/v1/worker/gpu/spec_decode/utils.py:
+        # get_parallel_drafting_token_id; sglang/srt/speculative/dspark_components/dspark_config.py:
+        # parse_dspark_draft_config), where RadixArk's DSparkDraftModel drafts keep them.
+        algorithm=("", "dflash_config."),
         block_size=("block_size",),
         # vLLM reads sample_from_anchor (vllm/v1/worker/gpu/spec_decode/dspark/speculator.py);
         # query_zero_predicts_next is the other spelling DeepSpec drafts are declared with.
@@ -67,11 +74,20 @@ def detect(config: dict[str, Any]) -> Dialect | None:
 
 def read(config: dict[str, Any], dialect: Dialect) -> DraftDescription:
     top = ConfigView(config)
+    nested = top.sub("dflash_config") or ConfigView({}, "dflash_config.", top.findings)
     decoder = read_decoder(top)
-    ids = top.get_int_list("target_layer_ids", minimum=-1)
+
+    def pick(key: str) -> tuple[ConfigView, str]:
+        # A dflash_config copy wins over the top-level one in vLLM and SGLang alike (see SPEC).
+        return (nested, f"dflash_config.{key}") if nested.has(key) else (top, key)
+
+    ids_view, ids_key = pick("target_layer_ids")
+    ids = ids_view.get_int_list("target_layer_ids", minimum=-1)
     if ids is None:
         top.require("target_layer_ids", None)
         raise ConfigInvalid(top.findings)
+    mask_view, mask_key = pick("mask_token_id")
+    mask = mask_view.get_int("mask_token_id", minimum=0)
     markov_rank = top.get_int("markov_rank", 0, minimum=0) or 0
     evidence: tuple[LayoutEvidence, ...] = ()
     if is_deepspec_dflash(config):
@@ -88,9 +104,9 @@ def read(config: dict[str, Any], dialect: Dialect) -> DraftDescription:
         algorithm=Algorithm.DSPARK,
         decoder=decoder,
         target_layer_ids=ids,
-        target_layer_ids_key="target_layer_ids",
-        mask_token_id=top.get_int("mask_token_id", minimum=0),
-        mask_token_id_key="mask_token_id" if "mask_token_id" in config else None,
+        target_layer_ids_key=ids_key,
+        mask_token_id=mask,
+        mask_token_id_key=mask_key if mask is not None else None,
         draft_vocab_size=top.get_int("draft_vocab_size") or decoder.vocab_size,
         block_size_values=block_size_values(config, SPEC),
         sample_from_anchor_values=layout_values(config, SPEC),

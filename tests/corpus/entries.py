@@ -78,16 +78,6 @@ def load_entries() -> tuple[Entry, ...]:
 ENTRIES = load_entries()
 BY_DIR = {entry.dir: entry for entry in ENTRIES}
 
-# Files that the tool cannot read yet, and why: issue 26 item 1 (the architectures the engines
-# register) makes them readable. Their tests are strict xfails, so they fail (XPASS) the day
-# that work lands, and the entry here is then deleted.
-PENDING_ARCHITECTURES = {
-    "published/RadixArk__Kimi-K3-DSpark__eb03982e": (
-        "issue 26 item 1: DSparkDraftModel with its target layers and mask token in dflash_config "
-        "is not read yet: DFT006 target_layer_ids"
-    ),
-    "published/RadixArk__Kimi-K3-DSpark__9c4b2577": (
-        "issue 26 item 1: DSparkDraftModel with its target layers and mask token in dflash_config "
-        "is not read yet: DFT006 target_layer_ids"
-    ),
-}
+# Files that the tool cannot read yet, and why (none today). Their tests are strict xfails, so
+# they fail (XPASS) the day the tool reads them, and the entry here is then deleted.
+PENDING_ARCHITECTURES: dict[str, str] = {}

@@ -10,12 +10,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
 from typer.testing import CliRunner
 
 from dflash_tools.cli.app import app
 from dflash_tools.inspect import inspect_checkpoint
-from tests.corpus.entries import BY_DIR, PENDING_ARCHITECTURES
+from tests.corpus.entries import BY_DIR
 from tests.hub_server import HubServer
 
 QWEN38 = BY_DIR["published/z-lab__Qwen3.8-27B-DFlash2__50307d4c"]
@@ -90,7 +89,7 @@ def test_a_folder_named_like_the_repo_names_added_and_removed_keys(tmp_path: Pat
 KIMI_YARN = BY_DIR["published/RadixArk__Kimi-K3-DSpark__9c4b2577"]
 
 
-def test_a_release_the_tool_cannot_read_yet_is_still_identified(tmp_path: Path) -> None:
+def test_a_release_of_a_repo_with_two_revisions_is_identified(tmp_path: Path) -> None:
     folder = write(tmp_path / "kimi", KIMI_YARN.config())
     report = inspect_checkpoint(str(folder))
     assert report.profile is not None and report.profile.release is not None
@@ -98,7 +97,6 @@ def test_a_release_the_tool_cannot_read_yet_is_still_identified(tmp_path: Path) 
     assert report.profile.matched_by == "config content" and report.profile.releases_known == 2
 
 
-@pytest.mark.xfail(strict=True, reason=PENDING_ARCHITECTURES[KIMI_YARN.dir])
 def test_the_nearest_of_several_releases_is_named(tmp_path: Path) -> None:
     """RadixArk/Kimi-K3-DSpark has two revisions: default rope (eb03982e), then YaRN (9c4b2577)."""
     config = KIMI_YARN.config()

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from dflash_tools.inspect import inspect_checkpoint
 from dflash_tools.reading.source import load_checkpoint
 from dflash_tools.serving.engine_view import inspect_for_engines
 from tests.corpus.entries import ENTRIES, PENDING_ARCHITECTURES, Entry
@@ -66,6 +67,14 @@ def test_the_sglang_column_agrees_with_sglang_on_the_corpus(
     assert view["layout"] == theirs.layout
     assert view["target_layer_ids"] == theirs.target_layer_ids
     assert view["mask_token_id"] == theirs.mask_token_id
+    # What inspect says the draft was trained with is what SGLang reads from the file. Every
+    # published file reads; a partial copy may lack decoder fields (DFT006) and read as nothing.
+    trained = inspect_checkpoint(str(entry.folder)).description
+    assert trained is not None or entry.klass != "published", entry.dir
+    if trained is not None and theirs.target_layer_ids is not None:
+        assert trained.target_layer_ids == theirs.target_layer_ids
+    if trained is not None and theirs.mask_token_id is not None:
+        assert trained.mask_token_id == theirs.mask_token_id
 
 
 def test_the_corpus_covers_what_sglang_registers(registered: set[str]) -> None:

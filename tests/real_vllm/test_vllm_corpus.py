@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from dflash_tools.inspect import inspect_checkpoint
 from dflash_tools.reading.source import load_checkpoint
 from dflash_tools.serving.engine_view import inspect_for_engines
 from tests.corpus.entries import ENTRIES, PENDING_ARCHITECTURES, Entry
@@ -83,6 +84,14 @@ def test_the_vllm_column_agrees_with_vllm_on_the_corpus(
         assert view["target_layer_ids_source"] == "derived"
     else:
         assert view["target_layer_ids"] == sorted({i - 1 for i in captured})
+    # What inspect says the draft was trained with is what vLLM reads from the file. Every
+    # published file reads; a partial copy may lack decoder fields (DFT006) and read as nothing.
+    trained = inspect_checkpoint(str(entry.folder)).description
+    assert trained is not None or entry.klass != "published", entry.dir
+    if trained is not None and captured is not None:
+        assert sorted(set(trained.target_layer_ids)) == sorted({i - 1 for i in captured})
+    if trained is not None and mask is not None:
+        assert trained.mask_token_id == mask
     if view["path"] == "dflash":
         anchor = bool((getattr(hf, "dflash_config", None) or {}).get("sample_from_anchor", False))
     else:
