@@ -9,12 +9,13 @@ What must agree:
   output;
 - acceptance per draft position within `RATE_TOLERANCE` (absolute, on each rate
   accepted_i / num_drafts). Why that number: with float32 on both sides (the CPU default of
-  smoke-test) the engines differ only by the rounding order of their kernels, about 1e-6
-  relative. That changes a draft's proposal only where its top two logits are closer than that,
-  and each such step moves one position's count by one. 0.02 allows that on one step in 50
-  while a layout mistake (a rate that drops to 0) or an off-by-one in the block is always far
-  outside it. On the bundled `vllm-cpu-demo` the logit gaps are constructed to be >= 4 and both
-  engines agree exactly (difference 0.0).
+  smoke-test) the engines differ only by the rounding order of their kernels. That changes a
+  draft's proposal only where its top two logits are nearly tied, and each such step moves one
+  position's count by one. A trained draft has such near-ties: on the bundled (trained)
+  `vllm-cpu-demo` the greedy tokens are identical and the rates differ by up to 0.028 (701 draft
+  steps on vLLM, 680 on the torch engine; docs/cpu-smoke.md). A layout mistake moves position 0
+  by 0.3 or more (the flipped layout keeps about a third of the declared mean acceptance
+  length), an off-by-one in the block further still, so 0.05 keeps both sides well apart.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import Any
 from dflash_tools import smoke_contract as contract
 from dflash_tools.smoke.options import Runtime
 
-RATE_TOLERANCE = 0.02
+RATE_TOLERANCE = 0.05
 REFERENCE_ENGINE = Runtime.TORCH.value
 # The two engines' numbers side by side, keyed by the runtime's name.
 _VLLM, _TORCH = Runtime.VLLM.value, Runtime.TORCH.value
