@@ -2,7 +2,7 @@
 without torch and without retraining.
 
 The bundles come from `python -m dflash_tools.testing.demos.bundle NAME` (training takes CPU
-minutes; the ci_only test in tests/smoke/test_trained_demo_ab.py reruns it). Here each file is
+minutes; the `retrain` test in tests/smoke/test_trained_demo_ab.py reruns it on demand). Here each file is
 checked against the sha256 the manifest recorded when it was trained, and every config, tokenizer
 file and tensor header against what the recipe writes, so an accidental edit of a bundled file
 (or of the recipe's shapes) fails the default suite.
