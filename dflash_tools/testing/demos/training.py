@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -131,6 +132,29 @@ def round_like_stored(tensors: dict[str, np.ndarray], dtype: str) -> dict[str, n
 # --- the target ----------------------------------------------------------------------------------
 
 
+def _decoder_layer(
+    p: str, h: int, d: int, q: int, kv: int, inter: int, depth: float, normal: Callable[..., torch.Tensor]
+) -> Params:
+    """One Qwen3 decoder layer's initial weights, target and draft alike: unit norms, projections
+    scaled by their fan-in, the residual outputs by `depth` as well. The draws happen in this
+    order, which the seeded bundles' checksums depend on."""
+    import torch
+
+    return {
+        p + "input_layernorm.weight": torch.ones(h),
+        p + "post_attention_layernorm.weight": torch.ones(h),
+        p + "self_attn.q_proj.weight": normal(q, h, std=h**-0.5),
+        p + "self_attn.k_proj.weight": normal(kv, h, std=h**-0.5),
+        p + "self_attn.v_proj.weight": normal(kv, h, std=h**-0.5),
+        p + "self_attn.o_proj.weight": normal(h, q, std=depth * q**-0.5),
+        p + "self_attn.q_norm.weight": torch.ones(d),
+        p + "self_attn.k_norm.weight": torch.ones(d),
+        p + "mlp.gate_proj.weight": normal(inter, h, std=h**-0.5),
+        p + "mlp.up_proj.weight": normal(inter, h, std=h**-0.5),
+        p + "mlp.down_proj.weight": normal(h, inter, std=depth * inter**-0.5),
+    }
+
+
 def _init_target(shape: DemoShape, generator: torch.Generator) -> Params:
     import torch
 
@@ -143,22 +167,7 @@ def _init_target(shape: DemoShape, generator: torch.Generator) -> Params:
     params: Params = {"model.embed_tokens.weight": normal(shape.vocab_size, h, std=EMBED_STD)}
     depth = 1 / math.sqrt(2 * shape.target_layers)
     for layer in range(shape.target_layers):
-        p = f"model.layers.{layer}."
-        params.update(
-            {
-                p + "input_layernorm.weight": torch.ones(h),
-                p + "post_attention_layernorm.weight": torch.ones(h),
-                p + "self_attn.q_proj.weight": normal(q, h, std=h**-0.5),
-                p + "self_attn.k_proj.weight": normal(kv, h, std=h**-0.5),
-                p + "self_attn.v_proj.weight": normal(kv, h, std=h**-0.5),
-                p + "self_attn.o_proj.weight": normal(h, q, std=depth * q**-0.5),
-                p + "self_attn.q_norm.weight": torch.ones(d),
-                p + "self_attn.k_norm.weight": torch.ones(d),
-                p + "mlp.gate_proj.weight": normal(inter, h, std=h**-0.5),
-                p + "mlp.up_proj.weight": normal(inter, h, std=h**-0.5),
-                p + "mlp.down_proj.weight": normal(h, inter, std=depth * inter**-0.5),
-            }
-        )
+        params.update(_decoder_layer(f"model.layers.{layer}.", h, d, q, kv, inter, depth, normal))
     params["model.norm.weight"] = torch.ones(h)
     params["lm_head.weight"] = normal(shape.vocab_size, h, std=h**-0.5)
     return params
@@ -283,21 +292,7 @@ def _init_draft(dspec: testing.DraftSpec, generator: torch.Generator) -> Params:
     depth = 1 / math.sqrt(2 * dspec.num_hidden_layers)
     for layer in range(dspec.num_hidden_layers):
         p = f"layers.{layer}."
-        params.update(
-            {
-                p + "input_layernorm.weight": torch.ones(h),
-                p + "post_attention_layernorm.weight": torch.ones(h),
-                p + "self_attn.q_proj.weight": normal(q, h, std=h**-0.5),
-                p + "self_attn.k_proj.weight": normal(kv, h, std=h**-0.5),
-                p + "self_attn.v_proj.weight": normal(kv, h, std=h**-0.5),
-                p + "self_attn.o_proj.weight": normal(h, q, std=depth * q**-0.5),
-                p + "self_attn.q_norm.weight": torch.ones(d),
-                p + "self_attn.k_norm.weight": torch.ones(d),
-                p + "mlp.gate_proj.weight": normal(inter, h, std=h**-0.5),
-                p + "mlp.up_proj.weight": normal(inter, h, std=h**-0.5),
-                p + "mlp.down_proj.weight": normal(h, inter, std=depth * inter**-0.5),
-            }
-        )
+        params.update(_decoder_layer(p, h, d, q, kv, inter, depth, normal))
         if dspec.algorithm == "dflash2":
             taps, groups = dspec.conv_kernel_size, h // dspec.conv_group_size
             for conv in ("attention_conv", "mlp_conv"):
