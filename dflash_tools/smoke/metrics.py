@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dflash_tools import smoke_contract as contract
+from dflash_tools.smoke.counter_relations import ImpossibleCounters, KBound, counter_value, k_bound, position_index
 
 DRAFTS = "vllm:spec_decode_num_drafts"
 DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens"
@@ -98,7 +99,7 @@ def metric_to_dict(metric: Any) -> dict[str, Any]:
         "labels": dict(getattr(metric, "labels", {}) or {}),
     }
     if hasattr(metric, "values"):
-        document["values"] = [int(v) for v in metric.values]
+        document["values"] = list(metric.values)  # checked as counts by `_count`
     elif hasattr(metric, "value"):
         document["value"] = metric.value
     if hasattr(metric, "buckets"):
@@ -111,9 +112,12 @@ def _labels_match(labels: dict[str, Any], model_name: str | None) -> bool:
 
 
 def _count(value: Any, where: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+    if isinstance(value, bool) or not isinstance(value, int | float):
         raise MetricsError(f"{where}: {value!r} is not a counter value")
-    return int(round(value))
+    try:
+        return counter_value(float(value), where)
+    except (ValueError, OverflowError):
+        raise MetricsError(f"{where}: {value!r} is not a counter value (a whole number from 0 to 2^53)") from None
 
 
 def counters_from_metrics(metrics: Iterable[Any], *, model_name: str | None = None) -> SpecDecodeCounters | None:
@@ -138,6 +142,8 @@ def counters_from_metrics(metrics: Iterable[Any], *, model_name: str | None = No
             values = item.get("values")
             if not isinstance(values, list):
                 raise MetricsError(f"{name}: expected a vector of per-position counts")
+            if len(values) > k_bound(None).value:
+                raise MetricsError(f"{name}: {len(values)} positions, more than {k_bound(None).describe()}")
             counts = [_count(v, f"{name}[{i}]") for i, v in enumerate(values)]
             per_position += [0] * (len(counts) - len(per_position))
             for index, count in enumerate(counts):
@@ -234,7 +240,9 @@ def _parse_labels(line: str, start: int, line_number: int) -> tuple[dict[str, st
 def parse_prometheus_text(text: str) -> list[Sample]:
     """Samples of a Prometheus (0.0.4) or OpenMetrics text exposition; comments are skipped."""
     samples: list[Sample] = []
-    for line_number, raw in enumerate(text.splitlines(), start=1):
+    # Lines end at "\n" alone (the exposition format); str.splitlines would also split a label
+    # value at U+2028 or U+0085.
+    for line_number, raw in enumerate(text.split("\n"), start=1):
         line = raw.strip()
         if not line or line.startswith("#"):
             continue
@@ -258,8 +266,15 @@ def canonical_name(name: str) -> str:
     return "vllm:" + name[len("vllm_") :] if name.startswith("vllm_") else name
 
 
-def counters_from_prometheus(text: str, *, model_name: str | None = None) -> SpecDecodeCounters | None:
-    """The four counters from a `/metrics` page, summed over engines (None if absent)."""
+def counters_from_prometheus(
+    text: str, *, model_name: str | None = None, bound: KBound | None = None
+) -> SpecDecodeCounters | None:
+    """The four counters from a `/metrics` page, summed over engines (None if absent).
+
+    A `position` label is read as a draft position below `bound` (the draft's K, else the largest
+    K smoke-test serves; `counter_relations.position_index`) before anything is sized by it.
+    """
+    bound = bound or k_bound(None)
     totals = dict.fromkeys(_SCALARS, 0)
     per_position: dict[int, int] = {}
     seen = False
@@ -272,10 +287,11 @@ def counters_from_prometheus(text: str, *, model_name: str | None = None) -> Spe
             totals[name] += _count(sample.value, sample.name)
             seen = True
         elif name == ACCEPTED_PER_POSITION:
-            position = sample.labels.get("position", "")
-            if not position.isdigit():
-                raise MetricsError(f"{sample.name}: position label {position!r} is not an index")
-            per_position[int(position)] = per_position.get(int(position), 0) + _count(sample.value, sample.name)
+            try:
+                index = position_index(sample.labels.get("position", ""), bound)
+            except ImpossibleCounters as exc:
+                raise MetricsError(f"{sample.name}: {exc}") from None
+            per_position[index] = per_position.get(index, 0) + _count(sample.value, sample.name)
             seen = True
     if not seen:
         return None

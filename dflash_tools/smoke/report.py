@@ -95,6 +95,16 @@ def speed_warning(
     )
 
 
+def impossible_counters(run: RunPlan, result: contract.SmokeResult) -> str | None:
+    """Why a completed run's counters cannot all be true (`smoke.counter_relations`), or None: a
+    verdict is never judged from them, whichever engine sent them (a vLLM or torch child's result
+    file, a server's answers)."""
+    from dflash_tools.smoke.counter_relations import result_problem
+
+    problem = result_problem(result, run.num_speculative_tokens)
+    return None if problem is None else f"the {result['engine']} engine reported {problem}"
+
+
 def judge_run(
     run: RunPlan,
     result: contract.SmokeResult | None,
@@ -115,6 +125,9 @@ def judge_run(
         if cause is not None:
             return Verdict("fail", [cause])
         return Verdict("error", [result["error"] or "the run failed"])
+    impossible = impossible_counters(run, result)
+    if impossible is not None:
+        return Verdict("error", [impossible])
     verdict = Verdict("pass")
     if cause is not None:
         verdict.reasons.append(cause)

@@ -152,6 +152,7 @@ def _server_document(options: SmokeOptions) -> dict[str, Any]:
     draft_plan: DraftPlan | None = None
     if options.drafts:
         draft_plan = plan_draft(0, options.drafts[0], options, Runtime.VLLM, target, None)
+    planned = draft_plan.declared_run if draft_plan is not None else None
     result = run_server(
         ServerOptions(
             url=server.url,
@@ -169,6 +170,7 @@ def _server_document(options: SmokeOptions) -> dict[str, Any]:
             protocol=options.protocol,
             warmup_prompts=options.warmup_prompts,
             dataset=options.dataset,
+            draft_k=planned.num_speculative_tokens if planned is not None else None,
         )
     )
     details = result.get("engine_details") or {}

@@ -48,6 +48,9 @@ class ServerOptions:
     warmup_prompts: list[str] | list[list[int]] | None = None
     # Facts about where the prompts come from (smoke.datasets `DatasetPrompts.to_dict()`), reported as given.
     dataset: dict[str, Any] | None = None
+    # The K of the draft named with -d: the most draft positions the server may report
+    # (`smoke.counter_relations.k_bound`; None: the largest K smoke-test serves).
+    draft_k: int | None = None
 
     def resolved_protocol(self) -> Protocol:
         """The protocol as this run applies it: its sampling, with the run's prompts and tokens."""

@@ -42,6 +42,14 @@ from typing import Any
 from dflash_tools import smoke_contract as contract
 from dflash_tools.errors import OperationError, UsageError
 from dflash_tools.smoke import acceptance
+from dflash_tools.smoke.counter_relations import (
+    MAX_COUNT,
+    ImpossibleCounters,
+    KBound,
+    check_counts,
+    check_sglang_request,
+    k_bound,
+)
 from dflash_tools.smoke.metrics import MetricsError, SpecDecodeCounters, parse_prometheus_text
 from dflash_tools.smoke.options import Runtime
 from dflash_tools.smoke.server_base import (
@@ -61,8 +69,6 @@ from dflash_tools.smoke.server_http import ServerClient, one_line
 ENGINE = Runtime.SGLANG_SERVER.value
 GENERATION_TOKENS = "sglang:generation_tokens_total"
 VERIFY_CALLS = "sglang:spec_verify_calls_total"
-# A verify step accepts at most the block's drafts; no DFlash block is near this.
-MAX_DRAFTS_PER_STEP = 4096
 
 
 @dataclass
@@ -177,20 +183,32 @@ def sglang_payload(options: ServerOptions, model: str, prompt: Any, max_tokens: 
     return "/generate", {key: prompt, "sampling_params": sampling}
 
 
-def spec_of(
-    numbers: dict[str, Any], where: str, completion_tokens: int, drafts_per_step: int | None
-) -> acceptance.RequestAcceptance:
-    """One answer's statistics, checked against each other (a histogram that does not add up to
-    the step count is no measurement)."""
+def spec_of(numbers: dict[str, Any], where: str, completion_tokens: int, bound: KBound) -> acceptance.RequestAcceptance:
+    """One answer's statistics, checked against each other and K (`smoke.counter_relations`): a
+    histogram that does not add up to the step count, or counts that cannot all be true, are no
+    measurement."""
     steps = count(numbers.get("spec_verify_ct"), f"{where}.spec_verify_ct", at_most=completion_tokens)
-    bound = steps * (drafts_per_step or MAX_DRAFTS_PER_STEP)
-    accepted = count(numbers.get("spec_num_correct_drafts", 0), f"{where}.spec_num_correct_drafts", at_most=bound)
-    proposed = count(numbers.get("spec_num_proposed_drafts", 0), f"{where}.spec_num_proposed_drafts", at_most=bound)
+    accepted = count(numbers.get("spec_num_correct_drafts", 0), f"{where}.spec_num_correct_drafts", at_most=MAX_COUNT)
+    raw_proposed = numbers.get("spec_num_proposed_drafts")
+    proposed = (
+        None
+        if raw_proposed is None
+        else count(raw_proposed, f"{where}.spec_num_proposed_drafts", at_most=MAX_COUNT)
+    )
+    try:
+        k = check_sglang_request(
+            completion_tokens=completion_tokens, steps=steps, accepted=accepted, proposed=proposed, bound=bound
+        )
+    except ImpossibleCounters as exc:
+        raise OperationError(f"{where}: {exc}", "is SGLang healthy? (a proxy may rewrite meta_info)") from None
     raw = numbers.get("spec_correct_drafts_histogram")
     histogram: tuple[int, ...] | None = None
     if isinstance(raw, list) and raw:
-        if len(raw) > (drafts_per_step or MAX_DRAFTS_PER_STEP) + 1:
-            raise OperationError(f"{where}.spec_correct_drafts_histogram has {len(raw)} entries", "is SGLang healthy?")
+        if len(raw) > k + 1:
+            raise OperationError(
+                f"{where}.spec_correct_drafts_histogram has {len(raw)} entries, more than K + 1 = {k + 1}",
+                "is SGLang healthy?",
+            )
         histogram = tuple(
             count(v, f"{where}.spec_correct_drafts_histogram[{i}]", at_most=steps) for i, v in enumerate(raw)
         )
@@ -215,14 +233,14 @@ def spec_of(
             f"spec_verify_ct {steps}",
             "is SGLang healthy?",
         )
-    return acceptance.RequestAcceptance(completion_tokens, steps, accepted, proposed, histogram)
+    return acceptance.RequestAcceptance(completion_tokens, steps, accepted, proposed or 0, histogram)
 
 
 def _agrees(reported: float, computed: float) -> bool:
     return math.isfinite(reported) and abs(reported - computed) <= 1e-3 * max(1.0, abs(reported))
 
 
-def read_answer(endpoint: str, document: Any, chat: bool, max_tokens: int, k: int | None) -> Answer:
+def read_answer(endpoint: str, document: Any, chat: bool, max_tokens: int, bound: KBound) -> Answer:
     if not isinstance(document, dict):
         raise OperationError(f"{endpoint}: the answer is not a JSON object", "is this an SGLang server?")
     if chat:
@@ -249,21 +267,37 @@ def read_answer(endpoint: str, document: Any, chat: bool, max_tokens: int, k: in
         text = text_of(document.get("text"))
     spec = None
     if isinstance(meta, dict) and "spec_verify_ct" in meta:
-        spec = spec_of(meta, meta_where, tokens, k)
+        spec = spec_of(meta, meta_where, tokens, bound)
     else:
         extension = document.get("sglext")
         details = extension.get("spec_tokens_details") if isinstance(extension, dict) else None
         if isinstance(details, dict) and "spec_verify_ct" in details:
-            spec = spec_of(details, f"{endpoint}: sglext.spec_tokens_details", tokens, k)
+            spec = spec_of(details, f"{endpoint}: sglext.spec_tokens_details", tokens, bound)
     return Answer(ids, tokens, text, spec)
 
 
 def complete(
-    client: ServerClient, options: ServerOptions, model: str, prompt: Any, max_tokens: int, k: int | None
+    client: ServerClient, options: ServerOptions, model: str, prompt: Any, max_tokens: int, bound: KBound
 ) -> Answer:
     path, payload = sglang_payload(options, model, prompt, max_tokens)
     document = client.post_json(path, payload, max_tokens=max_tokens)
-    return read_answer(f"{client.base}{path}", document, path != "/generate", max_tokens, k)
+    return read_answer(f"{client.base}{path}", document, path != "/generate", max_tokens, bound)
+
+
+def server_bound(client: ServerClient, options: ServerOptions, info: ServerInfo | None) -> KBound:
+    """The K answers are checked against: the server's own (from /server_info) when it says, within
+    the draft's K (-d) or the largest K smoke-test serves."""
+    bound = k_bound(options.draft_k)
+    k = info.drafts_per_step if info else None
+    if k is None:
+        return bound
+    if k > bound.value:
+        raise OperationError(
+            f"{client.base}/server_info: impossible counters: speculative_num_draft_tokens {k + 1} is {k} drafts per "
+            f"step, more than {bound.describe()} (positions <= K)",
+            "is this the server of that draft? pass -d with the draft it serves",
+        )
+    return KBound(k, "the server's (/server_info speculative_num_draft_tokens - 1)")
 
 
 # --- the measurement -----------------------------------------------------------------------------
@@ -314,11 +348,11 @@ def run_sglang(client: ServerClient, options: ServerOptions, detected: Detected)
     if info is not None and info.speculating is False:
         raise without_speculation(client, "/server_info: speculative_algorithm is null")
     model = pick_model(client, detected, options.model)
-    k = info.drafts_per_step if info else None
+    bound = server_bound(client, options, info)
     run_all(
         client,
         options.warmup(),
-        lambda p: complete(client, options, model, p, min(64, options.max_tokens), k),
+        lambda p: complete(client, options, model, p, min(64, options.max_tokens), bound),
         options.concurrency,
     )
     before = metrics_counters(client, model)
@@ -326,7 +360,7 @@ def run_sglang(client: ServerClient, options: ServerOptions, detected: Detected)
     answers: list[Answer] = run_all(
         client,
         list(options.prompts),
-        lambda p: complete(client, options, model, p, options.max_tokens, k),
+        lambda p: complete(client, options, model, p, options.max_tokens, bound),
         options.concurrency,
     )
     elapsed = time.perf_counter() - started
@@ -350,6 +384,16 @@ def run_sglang(client: ServerClient, options: ServerOptions, detected: Detected)
         num_accepted_tokens=sum(r.accepted_drafts for r in tally.requests),
         accepted_per_position=positions,
     )
+    try:  # each answer held; their totals hold too (the same relations, `smoke.counter_relations`)
+        check_counts(
+            steps=counters.num_drafts,
+            proposed=None,  # per request where reported: an answer without it counts as 0 here
+            accepted=counters.num_accepted_tokens,
+            per_position=positions,
+            bound=k_bound(options.draft_k),
+        )
+    except ImpossibleCounters as exc:
+        raise OperationError(f"{client.base}: {exc}", "is SGLang healthy?") from None
     details: dict[str, Any] = {
         "server": client.base,
         "server_engine": "sglang",

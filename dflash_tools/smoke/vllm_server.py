@@ -15,6 +15,7 @@ from typing import Any
 from dflash_tools import smoke_contract as contract
 from dflash_tools.errors import OperationError, UsageError
 from dflash_tools.smoke import acceptance
+from dflash_tools.smoke.counter_relations import ImpossibleCounters, KBound, check_counts, k_bound
 from dflash_tools.smoke.metrics import MetricsError, SpecDecodeCounters, counters_from_prometheus
 from dflash_tools.smoke.options import Runtime
 from dflash_tools.smoke.server_base import (
@@ -34,13 +35,13 @@ from dflash_tools.smoke.server_http import ServerClient
 ENGINE = Runtime.VLLM_SERVER.value
 
 
-def scrape(client: ServerClient, model: str | None) -> SpecDecodeCounters:
+def scrape(client: ServerClient, model: str | None, bound: KBound | None = None) -> SpecDecodeCounters:
     endpoint = f"{client.base}/metrics"
     text = client.text("/metrics")
     if text is None:
         raise OperationError(f"{endpoint}: no /metrics page (HTTP 404)", "is this a vLLM server?")
     try:
-        counters = counters_from_prometheus(text, model_name=model)
+        counters = counters_from_prometheus(text, model_name=model, bound=bound)
     except MetricsError as exc:
         raise OperationError(f"{endpoint}: {exc}", "is this a vLLM server's /metrics page?") from None
     if counters is None:
@@ -96,15 +97,38 @@ def vllm_complete(client: ServerClient, options: ServerOptions, model: str, prom
     return Answer(ids, tokens, text)
 
 
+def check_delta(client: ServerClient, options: ServerOptions, counters: SpecDecodeCounters, bound: KBound) -> None:
+    """The run's counter deltas against each other and K (`smoke.counter_relations`): numbers that
+    cannot all be true end the run in one line naming the relation, before any verdict."""
+    endpoint = f"{client.base}/metrics"
+    try:
+        check_counts(
+            steps=counters.num_drafts,
+            proposed=counters.num_draft_tokens,
+            accepted=counters.num_accepted_tokens,
+            per_position=counters.accepted_per_position,
+            bound=bound,
+        )
+    except ImpossibleCounters as exc:
+        raise OperationError(f"{endpoint}: {exc}", "is this vLLM healthy? (a proxy or exporter may mix series)") from None
+    if counters.num_drafts == 0:
+        raise OperationError(
+            f"{endpoint}: the server reports speculative decoding (vllm:spec_decode_* counters) but made 0 draft "
+            f"steps for {len(options.prompts)} requests of up to {options.max_tokens} tokens",
+            "is another model answering? a request of 1 token has no draft step: pass a larger --max-tokens",
+        )
+
+
 def run_vllm(client: ServerClient, options: ServerOptions, detected: Detected) -> contract.SmokeResult:
     model = pick_model(client, detected, options.model)
+    bound = k_bound(options.draft_k)
     run_all(
         client,
         options.warmup(),
         lambda p: vllm_complete(client, options, model, p, min(64, options.max_tokens)),
         options.concurrency,
     )
-    before = scrape(client, model)
+    before = scrape(client, model, bound)
     started = time.perf_counter()
     answers = run_all(
         client,
@@ -113,11 +137,12 @@ def run_vllm(client: ServerClient, options: ServerOptions, detected: Detected) -
         options.concurrency,
     )
     elapsed = time.perf_counter() - started
-    after = scrape(client, model)
+    after = scrape(client, model, bound)
     try:
         counters = after.minus(before)
     except MetricsError as exc:
         raise OperationError(f"{client.base}/metrics: {exc}", "rerun the smoke test") from None
+    check_delta(client, options, counters, bound)
     output_tokens = sum(answer.completion_tokens for answer in answers)
     source = "vLLM's /metrics counters (vllm:spec_decode_*), before and after the requests"
     return assemble(

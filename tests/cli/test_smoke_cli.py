@@ -267,9 +267,15 @@ def test_failures(setup: dict[str, str], fake_child: None) -> None:
     )
     assert code == 1
     assert document["drafts"][0]["verdict"]["reasons"] == ["mean acceptance length 2.00 is below the floor 3.00"]
+    # Positions 1 and 2 accepted in steps that rejected position 0: counts no engine can report
+    # (a chain), so no verdict is judged from them (smoke.counter_relations).
     code, document, _ = run_json(*base_args(setup, "--runtime", "vllm"), env={"FAKE_CHILD_ACCEPTED": "0,1,1,0,0,0,0"})
     assert code == 1
-    assert document["drafts"][0]["verdict"]["reasons"] == ["position-0 acceptance 0.00 is below 0.30"]
+    assert document["drafts"][0]["verdict"]["status"] == "error"
+    assert document["drafts"][0]["verdict"]["reasons"] == [
+        "the vllm engine reported impossible counters: position 1 accepted 10 times, position 0 only 0 "
+        "(per-position counts do not rise)"
+    ]
     code, document, _ = run_json(*base_args(setup, "--runtime", "vllm"), env={"FAKE_CHILD_MODE": "crash"})
     assert code == 1
     assert [d["verdict"]["status"] for d in document["drafts"]] == ["error", "error"]

@@ -250,7 +250,7 @@ def test_in_a_sweep_the_mean_length_floor_is_for_the_largest_k(tmp_path: Path) -
     # K = 3 can reach at most 4.0 and reaches 3.0; K = 7 reaches 5.0.
     results = {
         three.slug: result(3, [0.8, 0.7, 0.5], drafts=10, tokens=30, elapsed=1.0, draft_s=0.1),
-        seven.slug: result(7, [0.8, 0.7, 0.6, 0.5, 0.6, 0.4, 0.4], drafts=10, tokens=50, elapsed=1.0, draft_s=0.1),
+        seven.slug: result(7, [0.8, 0.7, 0.6, 0.6, 0.5, 0.4, 0.4], drafts=10, tokens=50, elapsed=1.0, draft_s=0.1),
     }
     document = report.build_document(plan, results, mode="offline", work_dir=None)
     assert document["drafts"][0]["verdict"]["status"] == "pass"
