@@ -119,11 +119,13 @@ class ConvertArgs:
         Literal["auto", "hardlink", "copy", "symlink"],
         typer.Option("--link-mode", help="How unchanged weights reach OUT.", rich_help_panel=WHERE),
     ] = "auto"
+    # Every dialect the API writes (`convert.TARGET_FAMILIES`; tests/hostile/test_hostile_readers.py holds
+    # the two lists equal): spelled out so that --help imports no dialect.
     to: Annotated[
-        Literal["zlab", "speculators"] | None,
+        Literal["zlab", "speculators", "muse-glimmer"] | None,
         typer.Option(
             "--to",
-            help="Translate to this dialect (DFlash / DFlash2; default: keep the dialect).",
+            help="Translate to this dialect (DFlash / DFlash2; muse-glimmer from z-lab; default: keep the dialect).",
             show_default=False,
             rich_help_panel=WHAT,
         ),

@@ -9,7 +9,7 @@ from dflash_tools.cli._errors import handle_errors
 from dflash_tools.cli._layout import console_width, print_line, wrap_words
 from dflash_tools.cli._output import OutputFormat, printable, stdout_console, write_json
 from dflash_tools.errors import SourceError, UsageError
-from dflash_tools.files.atomic import cleanup_on_error, is_empty_dir, make_staging_dir, publish_dir
+from dflash_tools.files.atomic import cleanup_on_error, contains, is_empty_dir, make_staging_dir, publish_dir
 from dflash_tools.reading.local import examples_dir
 from dflash_tools.reading.source import EXAMPLE_PREFIX
 
@@ -63,14 +63,40 @@ def find_example(name: str) -> tuple[str, str]:
 
 def copy_example(name: str, destination: str) -> Path:
     """Copy a bundled example into `destination`, a new folder: built aside and renamed into place,
-    so an interrupted copy leaves nothing (no half an example that inspects as broken)."""
+    so an interrupted copy leaves nothing (no half an example that inspects as broken).
+
+    The destination follows convert's rule for `-o` (docs/reliability.md, "Path safety"): absent or
+    an empty folder, not a link (dangling or not), and never inside the bundled examples, through a
+    link or not (they are the package's own files). Every refusal, and a destination that cannot be
+    written, is a usage error naming the destination as given (exit 2), never the staging folder.
+    """
     target = Path(destination).expanduser().absolute()
+    bundled = examples_dir()
+    if target.is_symlink():
+        raise UsageError(f"--copy-to {destination}: a link, not a new folder", "pass a new folder (not a link)")
+    if contains(bundled, target) or contains(target, bundled):
+        raise UsageError(
+            f"--copy-to {destination}: inside the bundled examples ({bundled}), which are never modified",
+            "pass a folder of your own, e.g. ./my-draft",
+        )
     if target.exists() and not is_empty_dir(target):
-        raise UsageError(f"--copy-to {destination}: exists and is not an empty folder", "pass a new folder")
-    stage = make_staging_dir(target)
-    with cleanup_on_error(stage):
-        shutil.copytree(examples_dir() / name, stage, dirs_exist_ok=True)
-        publish_dir(stage, target, replace_existing=False)
+        kind = "a folder" if target.is_dir() else "not a folder"
+        raise UsageError(f"--copy-to {destination}: exists and is {kind} that is not empty", "pass a new folder")
+    try:
+        stage = make_staging_dir(target)
+        with cleanup_on_error(stage):
+            shutil.copytree(bundled / name, stage, dirs_exist_ok=True)
+            try:
+                publish_dir(stage, target, replace_existing=False)
+            except FileExistsError:
+                raise UsageError(
+                    f"--copy-to {destination}: was filled by someone else meanwhile", "pass a new folder"
+                ) from None
+    except OSError as exc:
+        raise UsageError(
+            f"--copy-to {destination}: cannot write there ({exc.strerror or type(exc).__name__})",
+            "pass a folder you can write to",
+        ) from None
     return target
 
 

@@ -51,6 +51,15 @@ def _arguments(
     return source_text(source), None if output is None else source_text(output, "output"), mode
 
 
+def _flags(**flags: object) -> None:
+    """The API's on/off arguments are bools: `backup="no"` is truthy and would keep backups."""
+    for name, value in flags.items():
+        if not isinstance(value, bool):
+            raise UsageError(
+                f"{name} is {value!r:.60} ({type(value).__name__}), not True or False", f"pass {name}=True or False"
+            )
+
+
 def convert_checkpoint(
     source: str | os.PathLike[str],
     output: str | os.PathLike[str] | None = None,
@@ -86,6 +95,14 @@ def convert_checkpoint(
     with contextlib.ExitStack() as locks:
         # The Python API's arguments: paths as str or os.PathLike, anything else a UsageError.
         source, output, link_mode = _arguments(source, output, link_mode)
+        _flags(
+            in_place=in_place,
+            force=force,
+            backup=backup,
+            dry_run=dry_run,
+            create_pr=create_pr,
+            push_with_errors=push_with_errors,
+        )
         mode = LinkMode(link_mode)
         if in_place and output is not None:
             raise UsageError("--in-place and -o/--output exclude each other", "pass one of them")

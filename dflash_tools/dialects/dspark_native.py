@@ -13,7 +13,6 @@ that layout as evidence, so that inspect names it and says what each engine does
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 from dflash_tools.dialects._common import (
@@ -21,6 +20,7 @@ from dflash_tools.dialects._common import (
     ConfigView,
     architectures,
     block_size_values,
+    copy_config,
     layout_values,
     read_decoder,
     write_layout,
@@ -137,7 +137,7 @@ def is_deepspec_dflash(config: dict[str, Any]) -> bool:
 def normalize(config: dict[str, Any], geometry: Geometry) -> dict[str, Any]:
     """block_size, and the layout written explicitly where vLLM and SGLang read it (their defaults
     for a missing key disagree with other DSpark tools'); another spelling the file uses is kept."""
-    out = copy.deepcopy(config)
+    out = copy_config(config)
     out["block_size"] = geometry.block_size
     write_layout(out, SPEC, geometry.sample_from_anchor, ("sample_from_anchor",))
     return out

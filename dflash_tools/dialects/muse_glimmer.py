@@ -17,7 +17,6 @@ and back translate it where the keys map without loss (`TRANSLATES_WITH`).
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 from dflash_tools.dialects._common import (
@@ -25,6 +24,7 @@ from dflash_tools.dialects._common import (
     ConfigView,
     architectures,
     block_size_values,
+    copy_config,
     layout_values,
     merge_ordered,
     read_decoder,
@@ -120,7 +120,7 @@ def read(config: dict[str, Any], dialect: Dialect) -> DraftDescription:
 def normalize(config: dict[str, Any], geometry: Geometry) -> dict[str, Any]:
     """block_size where the format keeps it (and in dflash_config when the file has one); the
     layout written explicitly in dflash_config, the one place vLLM reads it."""
-    out = copy.deepcopy(config)
+    out = copy_config(config)
     out["block_size"] = geometry.block_size
     if isinstance(out.get("dflash_config"), dict) and "block_size" in out["dflash_config"]:
         out["dflash_config"]["block_size"] = geometry.block_size

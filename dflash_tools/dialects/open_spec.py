@@ -6,10 +6,16 @@ layer-id convention explicitly with `target_layer_start_idx` (z-lab id = id - st
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
-from dflash_tools.dialects._common import ConfigInvalid, ConfigView, layout_values, read_decoder, write_layout
+from dflash_tools.dialects._common import (
+    ConfigInvalid,
+    ConfigView,
+    copy_config,
+    layout_values,
+    read_decoder,
+    write_layout,
+)
 from dflash_tools.draft.description import Algorithm, Dialect, DraftDescription
 from dflash_tools.draft.dialect_spec import Causality, DialectKeys, DialectSpec, LayoutKey, ProposalCount
 from dflash_tools.draft.geometry import Geometry
@@ -79,7 +85,7 @@ def read(config: dict[str, Any], dialect: Dialect) -> DraftDescription:
 
 
 def normalize(config: dict[str, Any], geometry: Geometry) -> dict[str, Any]:
-    out = copy.deepcopy(config)
+    out = copy_config(config)
     spec = out.setdefault("speculative_config", {})
     spec["speculative_tokens"] = geometry.max_speculative_tokens
     write_layout(out, SPEC, geometry.sample_from_anchor, ("speculative_config.sample_from_anchor",))

@@ -16,6 +16,7 @@ from dflash_tools.dialects._common import (
     ConfigInvalid,
     ConfigView,
     block_size_values,
+    copy_config,
     layout_values,
     merge_ordered,
     read_decoder,
@@ -150,7 +151,7 @@ def read(config: dict[str, Any], dialect: Dialect) -> DraftDescription:
 
 def normalize(config: dict[str, Any], geometry: Geometry) -> dict[str, Any]:
     """Top-level `block_size` and `sample_from_anchor`, every proposal's K = K_max."""
-    out = copy.deepcopy(config)
+    out = copy_config(config)
     out["block_size"] = geometry.block_size
     write_layout(out, SPEC, geometry.sample_from_anchor, ("sample_from_anchor",))
     spec = out.get("speculators_config")

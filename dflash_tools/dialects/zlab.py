@@ -12,7 +12,6 @@ Decoder fields sit at the top level; algorithm keys in `dflash_config`. Older DF
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 from dflash_tools.dialects._common import (
@@ -21,6 +20,7 @@ from dflash_tools.dialects._common import (
     ConfigView,
     architectures,
     block_size_values,
+    copy_config,
     layout_values,
     merge_ordered,
     read_decoder,
@@ -138,7 +138,7 @@ def normalize(config: dict[str, Any], geometry: Geometry) -> dict[str, Any]:
     Domino path reads (sglang/srt/speculative/dflash_utils.py); any other spelling the file already
     uses is kept, with the same value.
     """
-    out = copy.deepcopy(config)
+    out = copy_config(config)
     out["block_size"] = geometry.block_size
     out["sample_from_anchor"] = geometry.sample_from_anchor
     dflash = out.get("dflash_config")

@@ -166,6 +166,26 @@ def _json_safe(value: Any, depth: int = 0) -> Any:
     return value
 
 
+def canonical_json(value: Any) -> str | None:
+    """`value` as JSON text with sorted keys: equal text is equal JSON with the types kept (Python's
+    `==` takes `0 == false` and `1.0 == 1`, so an edited config would match the published one).
+    None for a value JSON cannot spell (nested too deep to walk)."""
+    try:
+        return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=True)
+    except (TypeError, ValueError, RecursionError):
+        return None
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal as JSON, types kept (`canonical_json`)."""
+    if type(a) is not type(b):
+        return False
+    if not isinstance(a, dict | list | float):
+        return bool(a == b)
+    text = canonical_json(a)
+    return text is not None and text == canonical_json(b)
+
+
 def match_profile(
     source: str,
     report: dict[str, Any] | None,
@@ -186,8 +206,12 @@ def match_profile(
     for profile, release in releases:
         if sha is not None and release.config_sha256 == sha:
             return _matched(profile, "config sha256", report, release)
+    wanted: str | None = None
     for profile, release in releases:
-        if config is not None and release.config == config:
+        if config is None or release.config.keys() != config.keys():
+            continue  # other keys: another config, whatever the values (and no text to build)
+        wanted = wanted or canonical_json(config)
+        if wanted is not None and canonical_json(release.config) == wanted:
             return _matched(profile, "config content", report, release)
     if report is None:
         return None
@@ -262,7 +286,7 @@ def config_differences(published: dict[str, Any], actual: dict[str, Any]) -> lis
             diffs.append({"key": key, "published": _json_safe(want[key]), "change": "removed"})
         elif key not in want:
             diffs.append({"key": key, "actual": _json_safe(got[key]), "change": "added"})
-        elif got[key] != want[key] or type(got[key]) is not type(want[key]):
+        elif not _same(got[key], want[key]):
             diffs.append(
                 {"key": key, "published": _json_safe(want[key]), "actual": _json_safe(got[key]), "change": "changed"}
             )
@@ -284,7 +308,7 @@ def _differences(profile: Profile, report: dict[str, Any]) -> list[dict[str, Any
         got = actual.get(key)
         if key.startswith("tensors.") and report.get("weights_inspected") is False:
             continue
-        if got != want:
+        if not _same(got, want):
             diffs.append({"key": key, "published": want, "actual": got})
     return diffs
 

@@ -22,6 +22,9 @@ Why the requests are sent this way rather than through httpx's defaults or urlli
   there are at most MAX_REDIRECTS.
 - Bodies are asked for as `identity`: a compressed body could expand past any cap before the first
   check, so one sent compressed anyway is a malformed answer.
+- There is no cookie jar: a cookie a server sets is never stored, so it never follows a redirect to
+  another origin (a jar keys cookies by host, not port); `exchange` hands the values it saw to its
+  caller, which redacts them (`redact`) from what it shows, as it does the API key.
 
 DNS resolution is the one step no deadline reaches (the standard library offers no timeout).
 """
@@ -30,6 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import email.utils
+import http.cookiejar
 import os
 import socket
 import threading
@@ -227,6 +231,8 @@ def client() -> httpx2.Client:
                 timeout=None,
                 limits=httpx2.Limits(max_keepalive_connections=0),
                 trust_env=True,
+                # No cookie jar (the module docstring): a policy that stores and sends none.
+                cookies=http.cookiejar.CookieJar(policy=http.cookiejar.DefaultCookiePolicy(allowed_domains=[])),
             )
         return _CLIENT
 
@@ -277,6 +283,7 @@ def exchange(
     skip: int = 0,
     connect_timeout: float | None = None,
     stall_timeout: float | None = None,
+    cookies_seen: set[str] | None = None,
 ) -> Answer:
     """One request to `url` (redirects followed) within `deadline`, reading at most `limit` body bytes.
 
@@ -285,7 +292,8 @@ def exchange(
     ignored `Range` sends the file from byte 0. `connect_timeout` bounds the connection alone and
     `stall_timeout` every read of the body once the headers arrived (a server that answers slowly
     but then sends nothing); the deadline bounds everything. Any status is returned (an error
-    answer's body is cut at MAX_ERROR_BODY); every failure is an `HttpIOError`.
+    answer's body is cut at MAX_ERROR_BODY); every failure is an `HttpIOError`. `cookies_seen`
+    collects the value of every cookie a response (a redirect's too) tried to set, to redact.
     """
     client()  # built before the clock starts
     deadline.start()
@@ -307,6 +315,8 @@ def exchange(
                     extensions={"trace": deadline.trace},
                 )
                 response = client().send(request, stream=True)
+                if cookies_seen is not None:
+                    cookies_seen.update(cookie_values(response.headers))
                 try:
                     location = response.headers.get("Location")
                     if response.status_code in REDIRECT_STATUSES and location:
@@ -402,6 +412,28 @@ def _read(response: httpx2.Response, what: str, limit: int, cut: bool, skip: int
             raise
         # A ranged read keeps what arrived; its caller asks for the rest.
     return Answer(status, headers, bytes(data[:limit]), complete, str(response.url), received)
+
+
+def cookie_values(headers: httpx2.Headers) -> set[str]:
+    """The values of the cookies `Set-Cookie` headers carry (the part after `name=`, before `;`)."""
+    values = set()
+    for header in headers.get_list("set-cookie")[:100]:
+        value = header.split(";", 1)[0].partition("=")[2].strip().strip('"')
+        if len(value) >= 4:  # shorter values are no secret, and would blank out ordinary words
+            values.add(value[:4096])
+    return values
+
+
+REDACTED = "***"
+
+
+def redact(text: str, secrets: set[str] | frozenset[str]) -> str:
+    """`text` with every secret (an API key, a cookie value) replaced by ***: a server may echo
+    them in an error body, and a message goes to terminals and CI logs."""
+    for secret in sorted(secrets, key=len, reverse=True):
+        if secret and secret in text:
+            text = text.replace(secret, REDACTED)
+    return text
 
 
 def retry_after(headers: httpx2.Headers) -> float | None:

@@ -148,9 +148,7 @@ def check_counts(
         if accepted > proposed:
             raise ImpossibleCounters(ACCEPTED_LE_PROPOSED, f"accepted drafts {accepted} > proposed drafts {proposed}")
         if proposed > steps * k:
-            raise ImpossibleCounters(
-                PROPOSED_LE_STEPS_K, f"proposed drafts {proposed} > {steps} steps x {k} (K = {k})"
-            )
+            raise ImpossibleCounters(PROPOSED_LE_STEPS_K, f"proposed drafts {proposed} > {steps} steps x {k} (K = {k})")
     if accepted > steps * k:
         raise ImpossibleCounters(PROPOSED_LE_STEPS_K, f"accepted drafts {accepted} > {steps} steps x K = {k}")
     if per_position:

@@ -416,7 +416,8 @@ def _prompts(
     from dflash_tools.serving import presets
     from dflash_tools.smoke.datasets import load_dataset_prompts
 
-    dataset, dataset_file = _given(args, "dataset", None), _given(args, "dataset_file", None)
+    dataset = _optional_text(_given(args, "dataset", None), "dataset")
+    dataset_file = _optional_text(_given(args, "dataset_file", None), "dataset_file", path=True)
     if dataset_file is not None and dataset is None:
         raise UsageError("--dataset-file needs --dataset NAME (which dataset the file holds)", "e.g. --dataset gsm8k")
     if dataset is not None:
@@ -445,6 +446,20 @@ def _prompts(
     sources["prompts"] = Source.ARGUMENT if given else Source.PRESET if preset and preset.prompts else Source.DEFAULT
     prompt_set = presets.load_prompts(path, num_prompts)
     return _Prompts(prompt_set.texts, prompt_set.token_ids, str(path))
+
+
+def _optional_text(value: Any, name: str, *, path: bool = False) -> str | None:
+    """An argument added for the Python API as the command line has it: text (a `pathlib.Path` too
+    for a file) or None; anything else a UsageError naming it, never an AttributeError later."""
+    if path and isinstance(value, os.PathLike):
+        value = os.fspath(value)
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip() or "\0" in value:
+        shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
+        kind = "a path (str or pathlib.Path)" if path else "text"
+        raise UsageError(f"{name} is {shown} ({type(value).__name__}), not {kind}", f"pass {name} as {kind}, or None")
+    return value
 
 
 def _chat(

@@ -11,19 +11,26 @@ from), `temperature`, `top_p` (null: the server's default), `top_k` (null or 0: 
 `order` ("dataset": the first rows in the dataset's order; "shuffled-42": z-lab's benchmark
 order, `random.Random(42)` over the row indices), `warmup` (requests sent first and not measured).
 
-Imports: `draft.profiles` (where the bundled configs live).
+A protocol file is read like a preset (`serving.presets.read_json_file`: a regular file of at most
+1 MiB, strict UTF-8, bounded values and nesting), and its counts are held to the ranges of the
+command line's options (`smoke.limits.BOUNDS`: `num_prompts` as --num-prompts, `max_tokens` as
+--max-tokens, `warmup` and `top_k` their own) when it is loaded, before any prompt is built.
+
+Imports: `draft.profiles` (where the bundled configs live), `serving.presets` (the bounded reader),
+`smoke.limits` (the ranges).
 """
 
 from __future__ import annotations
 
-import json
 import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from dflash_tools.draft.profiles import configs_dir
 from dflash_tools.errors import UsageError
+from dflash_tools.smoke.limits import BOUNDS
 
 PROTOCOL_SCHEMA_VERSION = 1
 ORDERS = ("dataset", "shuffled-42")
@@ -127,22 +134,31 @@ def _number(data: dict[str, Any], key: str, where: str, *, default: float | None
     return value
 
 
+# A protocol's counts and the option whose range each takes (`smoke.limits.BOUNDS`).
+_COUNT_BOUNDS = {"num_prompts": "--num-prompts", "max_tokens": "--max-tokens", "warmup": "warmup", "top_k": "top_k"}
+
+
 def _count(data: dict[str, Any], key: str, where: str) -> int | None:
+    """A count of the protocol (None when absent), in the range of its command-line option."""
     value = data.get(key)
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise UsageError(f"{where}: {key} is {value!r}, not a count", "fix the protocol file")
+    bound = BOUNDS[_COUNT_BOUNDS[key]]
+    if isinstance(value, bool) or not isinstance(value, int) or not bound.low <= value <= bound.high:
+        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
+        raise UsageError(f"{where}: {key} is {shown}, not {bound.describe()}", "fix the protocol file")
     return value
 
 
 def parse_protocol(data: Any, where: str) -> Protocol:
     if not isinstance(data, dict):
         raise UsageError(f"{where}: not a JSON object", "fix the protocol file")
-    if data.get("schema_version") != PROTOCOL_SCHEMA_VERSION:
+    version = data.get("schema_version")
+    # Strict: `true == 1` in Python, and a float 1.0 is not a schema version either.
+    if type(version) is not int or version != PROTOCOL_SCHEMA_VERSION:
+        shown = repr(version) if len(repr(version)) <= 40 else repr(version)[:37] + "..."
         raise UsageError(
-            f"{where}: schema_version is {data.get('schema_version')!r}, expected {PROTOCOL_SCHEMA_VERSION}",
-            "fix the protocol file",
+            f"{where}: schema_version is {shown}, expected {PROTOCOL_SCHEMA_VERSION}", "fix the protocol file"
         )
     name = data.get("name")
     if not isinstance(name, str) or not name:
@@ -171,21 +187,32 @@ def parse_protocol(data: Any, where: str) -> Protocol:
         chat=chat,
         chat_template_kwargs=dict(kwargs),
         max_tokens=max_tokens or None,
-        num_prompts=_count(data, "num_prompts", where) or None,
+        num_prompts=_count(data, "num_prompts", where),
         order=order,
         warmup=_count(data, "warmup", where) or 0,
     )
 
 
-def load_protocol(name: str) -> Protocol:
+def load_protocol(name: str | os.PathLike[str]) -> Protocol:
     """A bundled protocol by name (`greedy`, `zlab-card`), or a path to a protocol .json file."""
+    from dflash_tools.serving.presets import read_json_file
+
+    if isinstance(name, os.PathLike):
+        name = os.fspath(name)
+    if not isinstance(name, str) or not name.strip() or "\0" in name:
+        shown = repr(name) if len(repr(name)) <= 60 else repr(name)[:57] + "..."
+        raise UsageError(
+            f"protocol is {shown} ({type(name).__name__}), not a protocol name or file",
+            "pass a bundled protocol's name (greedy, zlab-card) or a path to a .json file",
+        )
     candidate = Path(name).expanduser()
-    path = candidate if candidate.suffix == ".json" and candidate.is_file() else protocols_dir() / f"{name}.json"
-    if not path.is_file():
-        known = ", ".join(list_protocols()) or "none"
-        raise UsageError(f"protocol {name!r}: no such protocol", f"bundled protocols: {known}; or pass a .json file")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
-        raise UsageError(f"protocol {path}: cannot read JSON ({exc})", "fix the protocol file") from None
-    return parse_protocol(data, f"protocol {path}")
+    if candidate.suffix == ".json" and (candidate.exists() or candidate.is_symlink()):
+        path = candidate  # a FIFO, a folder or a sparse terabyte is refused by the bounded reader
+    else:
+        path = protocols_dir() / f"{name}.json"
+        if "/" in name or "\\" in name or not path.is_file():
+            known = ", ".join(list_protocols()) or "none"
+            raise UsageError(
+                f"protocol {name!r}: no such protocol", f"bundled protocols: {known}; or pass a .json file"
+            )
+    return parse_protocol(read_json_file(path, "protocol"), f"protocol {path}")

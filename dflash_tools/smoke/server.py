@@ -14,13 +14,17 @@ speculation or without, and one without is named as such in one line.
 
 Every request is bounded (`smoke.server_http`): `timeout_s` (--timeout) bounds connecting, every
 read and each small request, `run_timeout_s` (--run-timeout) the whole measurement; every
-hostile answer ends in a one-line SourceError, OperationError or UsageError.
+hostile answer ends in a one-line SourceError, OperationError or UsageError. Neither an error nor
+the result carries the API key or a cookie value the server set: both are redacted here, where
+every message and document of a server run passes (`ServerClient.redact`).
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from dflash_tools import smoke_contract as contract
-from dflash_tools.errors import OperationError
+from dflash_tools.errors import DflashToolsError, OperationError
 from dflash_tools.smoke.server_base import (
     Detected,
     ServerOptions,
@@ -87,10 +91,29 @@ def run_server(options: ServerOptions) -> contract.SmokeResult:
     """Measure the server; raises SourceError (unreachable, no answer, not HTTP, the key refused),
     OperationError (error answers, unusable answers, no speculation, --run-timeout) or UsageError."""
     client = connect(options)
-    if options.engine == "auto":
-        detected = detect_engine(client)
-    else:
-        detected = Detected(options.engine, "named by the caller", None)
-    if detected.engine == "sglang":
-        return run_sglang(client, options, detected)
-    return run_vllm(client, options, detected)
+    try:
+        if options.engine == "auto":
+            detected = detect_engine(client)
+        else:
+            detected = Detected(options.engine, "named by the caller", None)
+        result = (
+            run_sglang(client, options, detected)
+            if detected.engine == "sglang"
+            else run_vllm(client, options, detected)
+        )
+    except DflashToolsError as exc:
+        exc.message, exc.hint = client.redact(exc.message), client.redact(exc.hint)
+        exc.args = (exc.message,)
+        raise
+    return _redacted(result, client)  # type: ignore[return-value]
+
+
+def _redacted(value: Any, client: ServerClient) -> Any:
+    """A result with every string in it redacted (answers' texts, server info, the details)."""
+    if isinstance(value, str):
+        return client.redact(value)
+    if isinstance(value, dict):
+        return {key: _redacted(item, client) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_redacted(item, client) for item in value]
+    return value

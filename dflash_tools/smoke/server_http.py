@@ -14,7 +14,11 @@ another origin, and failure classes. This module adds what a measured server nee
   answer in time, is not HTTP or refuses the key: `SourceError` (exit 2); it answers, but with an
   error status or an answer that cannot be used: `OperationError` (exit 1); the URL itself cannot
   be used: `UsageError` (exit 2);
-- `abort()`: when one of several concurrent requests fails, the others end at once.
+- `abort()`: when one of several concurrent requests fails, the others end at once;
+- secrets kept out of sight: the API key and the value of every cookie a server tried to set
+  (none is ever stored or sent back: `reading.http` has no cookie jar) are replaced by *** in every
+  message (`redact`; a server may echo them in an error body) and, through `smoke.server`, in the
+  result document.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from dflash_tools.reading.http import (
     HttpTooLarge,
     HttpUnreachable,
     exchange,
+    redact,
 )
 from dflash_tools.reading.json_hazards import JsonRefused, loads_bounded
 
@@ -111,6 +116,8 @@ class ServerClient:
     def __init__(self, url: str, *, api_key: str | None, timeout_s: float, run_timeout_s: float) -> None:
         self.base = check_url(url)
         self.api_key = api_key
+        # What is never shown: the key, and every cookie value a server tried to set.
+        self.cookies_seen: set[str] = set()
         self.timeout_s = timeout_s
         self.clock = RunClock(run_timeout_s)
         self._active: set[Deadline] = set()
@@ -156,6 +163,7 @@ class ServerClient:
                 content=content,
                 connect_timeout=self.timeout_s,
                 stall_timeout=self.timeout_s,
+                cookies_seen=self.cookies_seen,
             )
         except HttpIOError as exc:
             raise self._error(endpoint, exc, seconds) from None
@@ -211,6 +219,19 @@ class ServerClient:
         for deadline in active:
             deadline.abort()
 
+    # ---- secrets ----------------------------------------------------------------------------
+
+    @property
+    def secrets(self) -> frozenset[str]:
+        found = set(self.cookies_seen)
+        if self.api_key and len(self.api_key) >= 4:
+            found.add(self.api_key)
+        return frozenset(found)
+
+    def redact(self, text: str) -> str:
+        """`text` without the API key or a cookie value (each replaced by ***)."""
+        return redact(text, self.secrets)
+
     # ---- errors -----------------------------------------------------------------------------
 
     def _run_timeout(self, endpoint: str, phase: str) -> OperationError:
@@ -231,14 +252,14 @@ class ServerClient:
                 "is the server overloaded or stuck? pass a larger --timeout to wait longer",
             )
         if isinstance(exc, HttpUnreachable):
-            cause = one_line(str(exc.cause)) or type(exc.cause).__name__
+            cause = one_line(self.redact(str(exc.cause))) or type(exc.cause).__name__
             return SourceError(
                 f"{endpoint}: cannot reach the server ({cause})",
                 "is the server (`vllm serve`, `python -m sglang.launch_server`) running at that address?",
             )
         if isinstance(exc, HttpIncomplete):
             return SourceError(
-                f"{endpoint}: the server sent an incomplete answer ({one_line(exc.detail)})",
+                f"{endpoint}: the server sent an incomplete answer ({one_line(self.redact(exc.detail))})",
                 "retry; if it persists, check the server log or a proxy in between",
             )
         if isinstance(exc, HttpTooLarge):
@@ -249,13 +270,14 @@ class ServerClient:
             )
         if isinstance(exc, HttpMalformed):
             return SourceError(
-                f"{endpoint}: the server sent a malformed answer: {one_line(exc.detail)}",
+                f"{endpoint}: the server sent a malformed answer: {one_line(self.redact(exc.detail))}",
                 "is this the address of a vLLM or SGLang server?",
             )
-        return SourceError(f"{endpoint}: {one_line(str(exc))}", "check the server's address")
+        return SourceError(f"{endpoint}: {one_line(self.redact(str(exc)))}", "check the server's address")
 
     def status_error(self, endpoint: str, status: int, body: bytes) -> DflashToolsError:
-        detail = one_line(body[:2000].decode("utf-8", errors="replace"))
+        # Redacted before it is cut: a key cut in half would no longer match.
+        detail = one_line(self.redact(body[:8000].decode("utf-8", errors="replace")))
         suffix = f": {detail}" if detail else ""
         if status in (401, 403):
             refused = "refused the API key" if self.api_key else "needs an API key"

@@ -191,9 +191,7 @@ def spec_of(numbers: dict[str, Any], where: str, completion_tokens: int, bound: 
     accepted = count(numbers.get("spec_num_correct_drafts", 0), f"{where}.spec_num_correct_drafts", at_most=MAX_COUNT)
     raw_proposed = numbers.get("spec_num_proposed_drafts")
     proposed = (
-        None
-        if raw_proposed is None
-        else count(raw_proposed, f"{where}.spec_num_proposed_drafts", at_most=MAX_COUNT)
+        None if raw_proposed is None else count(raw_proposed, f"{where}.spec_num_proposed_drafts", at_most=MAX_COUNT)
     )
     try:
         k = check_sglang_request(

@@ -110,7 +110,9 @@ def check_delta(client: ServerClient, options: ServerOptions, counters: SpecDeco
             bound=bound,
         )
     except ImpossibleCounters as exc:
-        raise OperationError(f"{endpoint}: {exc}", "is this vLLM healthy? (a proxy or exporter may mix series)") from None
+        raise OperationError(
+            f"{endpoint}: {exc}", "is this vLLM healthy? (a proxy or exporter may mix series)"
+        ) from None
     if counters.num_drafts == 0:
         raise OperationError(
             f"{endpoint}: the server reports speculative decoding (vllm:spec_decode_* counters) but made 0 draft "

@@ -98,7 +98,10 @@ IMPOSSIBLE = "impossible counters"
 
 SERVER_CASES: list[tuple[str, Case]] = [
     # --- SGLang: each answer's meta_info ------------------------------------------------------
-    ("SGLang answers", Case("SGLang: healthy, checked against -d K = 4 (reference)", sglang(), 0, "", QUICK, options={"draft_k": 4})),
+    (
+        "SGLang answers",
+        Case("SGLang: healthy, checked against -d K = 4 (reference)", sglang(), 0, "", QUICK, options={"draft_k": 4}),
+    ),
     (
         "SGLang answers",
         Case(
@@ -150,7 +153,13 @@ SERVER_CASES: list[tuple[str, Case]] = [
         "SGLang answers",
         Case(
             "SGLang: 0 proposed drafts, 6 accepted",
-            sglang({"spec_num_proposed_drafts": 0, "spec_num_correct_drafts": 6, "spec_correct_drafts_histogram": [0, 0, 0, 2]}),
+            sglang(
+                {
+                    "spec_num_proposed_drafts": 0,
+                    "spec_num_correct_drafts": 6,
+                    "spec_correct_drafts_histogram": [0, 0, 0, 2],
+                }
+            ),
             1,
             "(speculation with 0 proposals)",
             QUICK,
@@ -222,7 +231,17 @@ SERVER_CASES: list[tuple[str, Case]] = [
         ),
     ),
     # --- vLLM: /metrics deltas ------------------------------------------------------------------
-    ("vLLM /metrics", Case("vLLM: healthy, checked against -d K = 4 (reference)", lambda s, e: None, 0, "", QUICK, options={"draft_k": 4})),
+    (
+        "vLLM /metrics",
+        Case(
+            "vLLM: healthy, checked against -d K = 4 (reference)",
+            lambda s, e: None,
+            0,
+            "",
+            QUICK,
+            options={"draft_k": 4},
+        ),
+    ),
     (
         "vLLM /metrics",
         Case(
@@ -245,7 +264,9 @@ SERVER_CASES: list[tuple[str, Case]] = [
     ),
     (
         "vLLM /metrics",
-        Case("vLLM: accepted > draft tokens", metrics_after(_inflate(accepted=100)), 1, "(accepted <= proposed)", QUICK),
+        Case(
+            "vLLM: accepted > draft tokens", metrics_after(_inflate(accepted=100)), 1, "(accepted <= proposed)", QUICK
+        ),
     ),
     (
         "vLLM /metrics",
@@ -414,11 +435,19 @@ OFFLINE_CASES = [
     ),
     OfflineCase(
         "position 0 never accepted, positions 1 and 2 always",
-        {"accepted_per_position": [0, 10, 10, 10, 0, 0, 0], "acceptance_rate_per_position": [0, 1.0, 1.0, 1.0, 0, 0, 0]},
+        {
+            "accepted_per_position": [0, 10, 10, 10, 0, 0, 0],
+            "acceptance_rate_per_position": [0, 1.0, 1.0, 1.0, 0, 0, 0],
+        },
         "error",
         "(per-position counts do not rise)",
     ),
-    OfflineCase("a mean acceptance length of 9 from counts that give 4", {"mean_acceptance_length": 9.0}, "error", "mean acceptance length"),
+    OfflineCase(
+        "a mean acceptance length of 9 from counts that give 4",
+        {"mean_acceptance_length": 9.0},
+        "error",
+        "mean acceptance length",
+    ),
     OfflineCase(
         "a rate of 100 at position 0",
         {"acceptance_rate_per_position": [100.0, 1.0, 1.0, 0, 0, 0, 0]},
@@ -426,7 +455,12 @@ OFFLINE_CASES = [
         "(rates in [0, 1])",
         engine="torch",
     ),
-    OfflineCase("1,000 accepted per step", {"num_accepted_tokens": 10_000, "num_draft_tokens": 10_000, "mean_acceptance_length": 1001.0}, "error", "(proposed <= steps x K)"),
+    OfflineCase(
+        "1,000 accepted per step",
+        {"num_accepted_tokens": 10_000, "num_draft_tokens": 10_000, "mean_acceptance_length": 1001.0},
+        "error",
+        "(proposed <= steps x K)",
+    ),
 ]
 
 

@@ -177,7 +177,7 @@ def test_bad_files_are_one_line_naming_the_file(tmp_path: Path, content: bytes, 
 def test_unknown_dataset_and_missing_file(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="not one of gsm8k, math500, humaneval, mbpp, mt-bench"):
         load_dataset_prompts("squad", 1)
-    with pytest.raises(SourceError, match="not a regular file"):
+    with pytest.raises(SourceError, match="missing.jsonl: no such file"):
         load_dataset_prompts("gsm8k", 1, path=tmp_path / "missing.jsonl")
 
 

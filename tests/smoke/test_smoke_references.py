@@ -36,7 +36,7 @@ def test_protocols_state_what_they_decode() -> None:
         ({"schema_version": 2}, "schema_version is 2"),
         ({"temperature": "hot"}, "temperature is 'hot', not a number"),
         ({"top_p": 1.5}, "top_p is 1.5, outside [0, 1]"),
-        ({"top_k": -1}, "top_k is -1, not a count"),
+        ({"top_k": -1}, "top_k is -1, not the sampling's top-k (0: off): a whole number from 0 to 2,147,483,647"),
         ({"order": "random"}, "order is 'random'"),
         ({"chat_template_kwargs": []}, "chat_template_kwargs is not an object"),
         ({"name": ""}, "name is missing"),
