@@ -28,6 +28,13 @@ What it feeds (seeded from real fixtures of every dialect, at tiny and published
                at least a warning otherwise), and convert's planning must end in a plan or a
                one-line error, never an exception of ours.
 
+- `counters`, `metrics`, `jsonl`, `protocol`  smoke-test's readers (`fuzz/smoke_inputs.py`): counts
+               of a run or an SGLang answer, honest (which the relations of
+               `smoke.counter_relations` must accept) or tampered with (one line naming the
+               relation); vLLM `/metrics` pages with hostile position labels and values; dataset rows
+               with line separators, lone surrogates and BOMs (the cache line must read back as
+               written); protocol documents with hostile fields (counts only in the options' ranges).
+
 Mutations: wrong types in every config field (systematic pass over every key path, then random),
 huge / negative / float / NaN / Infinity numbers, deeply nested JSON (up to 100,000 levels),
 duplicate keys, non-UTF-8 bytes, lone surrogates, BOMs, truncation, byte flips, terminal escape
@@ -93,11 +100,23 @@ from dflash_tools.reading.safetensors_header import (
 )
 from dflash_tools.reading.source import load_checkpoint
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import smoke_inputs  # noqa: E402  (beside this file: smoke-test's readers)
+
 HUB_TIMEOUT = 0.3  # --timeout of the hub target's reads: a hostile answer costs at most this per request
 
-TARGETS = ("header", "file", "index", "config", "checkpoint", "engine_keys", "hub")
+TARGETS = ("header", "file", "index", "config", "checkpoint", "engine_keys", "hub", *smoke_inputs.GENERATORS)
 # Share of the random inputs each target gets (the systematic pass comes on top, within the total).
-WEIGHTS = {"header": 3, "file": 2, "index": 1, "config": 3, "checkpoint": 2, "engine_keys": 2, "hub": 1}
+WEIGHTS = {
+    "header": 3,
+    "file": 2,
+    "index": 1,
+    "config": 3,
+    "checkpoint": 2,
+    "engine_keys": 2,
+    "hub": 1,
+    **dict.fromkeys(smoke_inputs.GENERATORS, 1),
+}
 CLI_EVERY = 50  # every Nth checkpoint input also goes through the real CLI
 SLOW_SECONDS = 2.0  # an input slower than this is reported (a hang guard, not a failure)
 HANG_SECONDS = 20  # an input slower than this is a failure (counted with the tracebacks)
@@ -1282,7 +1301,23 @@ def plan_inputs(campaign: Campaign, total: int, systematic: bool) -> Iterator[tu
     while produced < total:
         label = rng.choices(labels, weights)[0]
         produced += 1
-        yield label, getattr(campaign, label)()
+        if label in smoke_inputs.GENERATORS:
+            yield label, smoke_input(label, rng)
+        else:
+            yield label, getattr(campaign, label)()
+
+
+def smoke_input(label: str, rng: random.Random) -> Input:
+    """One input for a smoke-test reader; a broken promise counts as a traceback."""
+    run, payload = smoke_inputs.GENERATORS[label](rng)
+
+    def checked() -> str:
+        try:
+            return run()
+        except smoke_inputs.Broken as exc:
+            raise Traceback(str(exc)) from None
+
+    return Input(checked, payload)
 
 
 def main(argv: list[str] | None = None) -> int:

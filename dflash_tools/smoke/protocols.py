@@ -125,8 +125,8 @@ def list_protocols() -> list[str]:
 
 def _number(data: dict[str, Any], key: str, where: str, *, default: float | None, low: float, high: float) -> Any:
     value = data.get(key, default)
-    if value is None:
-        return None
+    if value is None and default is None:
+        return None  # null: the server's default (top_p)
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise UsageError(f"{where}: {key} is {value!r}, not a number", "fix the protocol file")
     if not low <= value <= high:

@@ -578,6 +578,13 @@ CASES: list[Case] = [
     ),
     Case("max_tokens 0 (the default silently once)", P, load_protocol_file(max_tokens=0), 2, "max_tokens is 0"),
     Case("top_k 2^70", P, load_protocol_file(top_k=2**70), 2, "top_k is"),
+    Case(
+        "temperature null (TypeError once; found by the fuzz)",
+        P,
+        load_protocol_file(temperature=None),
+        2,
+        "temperature is None",
+    ),
     Case("a protocol named by an int (TypeError once)", P, options_with(protocol=7), 2, "protocol is 7"),
     # datasets and the cache
     Case("U+2028 inside a question", D, load_file('{"question": "a\u2028b"}\n'), 0, check=prompt_is("a\u2028b")),

@@ -29,6 +29,18 @@ def test_fuzz_campaign_quick_has_no_tracebacks(tmp_path: Path) -> None:
     # Every parser got inputs, and the real CLI ran on some of them.
     by_parser = re.search(r"inputs by parser: (.*)", done.stdout)
     assert by_parser and all(
-        name in by_parser.group(1) for name in ("header", "file", "index", "config", "checkpoint", "hub")
+        name in by_parser.group(1)
+        for name in (
+            "header",
+            "file",
+            "index",
+            "config",
+            "checkpoint",
+            "hub",
+            "counters",
+            "metrics",
+            "jsonl",
+            "protocol",
+        )
     )
     assert not re.search(r"real CLI runs .*: 0$", done.stdout, re.MULTILINE)
