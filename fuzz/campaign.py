@@ -101,7 +101,7 @@ from dflash_tools.reading.safetensors_header import (
 from dflash_tools.reading.source import load_checkpoint
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import smoke_inputs  # noqa: E402  (beside this file: smoke-test's readers)
+import smoke_inputs  # beside this file: smoke-test's readers
 
 HUB_TIMEOUT = 0.3  # --timeout of the hub target's reads: a hostile answer costs at most this per request
 
