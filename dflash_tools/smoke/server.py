@@ -105,7 +105,7 @@ def run_server(options: ServerOptions) -> contract.SmokeResult:
         exc.message, exc.hint = client.redact(exc.message), client.redact(exc.hint)
         exc.args = (exc.message,)
         raise
-    return _redacted(result, client)  # type: ignore[return-value]
+    return _redacted(result, client)
 
 
 def _redacted(value: Any, client: ServerClient) -> Any:
