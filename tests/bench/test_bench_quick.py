@@ -32,6 +32,7 @@ QUICK: dict[str, list[str] | str] = {
     "lock_drill.py": "tests/convert/test_convert_lock.py",
     "net_faults.py": "tests/hostile/test_hostile_network.py",
     "bench_lists.py": "tests/hostile/test_hostile_lists.py",
+    "bench_convert_lists.py": "tests/hostile/test_hostile_readers.py",
     "hostile_hub.py": [sys.executable, "bench/hostile_hub.py", "--quick", "--check"],
 }
 NEEDS_TORCH = {"bench_engine.py", "bench_prediction.py", "gpu_smoke.sh"}
