@@ -84,7 +84,7 @@ def test_choices_are_shown() -> None:
     assert "--runtime [auto|vllm|torch]" in help_page("smoke-test")
     assert "--format [human|json]" in help_page("inspect")
     assert "--fail-on [error|warning|info]" in help_page("inspect")
-    assert "--to [zlab|speculators]" in help_page("convert")
+    assert "--to [zlab|speculators|muse-glimmer]" in help_page("convert")
 
 
 def test_declared_choices_are_the_cores() -> None:
