@@ -123,9 +123,11 @@ def test_evidence_that_disagrees_leaves_the_layout_unknown_with_both_readings(tm
         (note,) = [f for f in report.findings if f.code == "DFT018" and f.values.get("engine") == spec]
         assert "if trained bonus-anchor: served" in note.message
         assert "if trained anchor-first: misaligned" in note.message
-    hints = [c for f in report.findings for c in hint_commands(f.hint)]
-    assert hints and all("smoke-test" in c and "--compare-layouts" in c for c in hints)
-    assert layout_writing_commands(report.findings) == []
+    # The way to settle it is named; it is not a fix line (it needs the target and a GPU), and no
+    # fix line writes a layout.
+    unknown = [f for f in report.findings if f.code == "DFT018"]
+    assert all("--compare-layouts" in f.hint for f in unknown)
+    assert [c for f in report.findings for c in hint_commands(f.hint)] == []
 
 
 def test_convert_refuses_to_write_an_unknown_layout(tmp_path: Path) -> None:

@@ -94,7 +94,7 @@ def test_counts_that_disagree_leave_the_layout_unknown() -> None:
     assert [r["max_speculative_tokens"] for r in document["readings"]] == [7, 8]
     (unknown,) = by_code(findings, "DFT018")
     assert unknown.severity is Severity.WARNING
-    assert [c.split()[1] for c in hint_commands(unknown.hint)] == ["smoke-test"]
+    assert "--compare-layouts" in unknown.hint and hint_commands(unknown.hint) == []
     assert not by_code(findings, "DFT011") and not by_code(findings, "DFT012")
 
 
@@ -126,4 +126,4 @@ def test_dft011_without_evidence_says_how_to_settle_and_writes_no_layout() -> No
     (finding,) = by_code(findings, "DFT011")
     assert finding.severity is Severity.WARNING
     assert "model card" in finding.hint and "--compare-layouts" in finding.hint
-    assert [c.split()[1] for c in hint_commands(finding.hint)] == ["smoke-test"]
+    assert hint_commands(finding.hint) == []  # no fix line writes a layout only the default says
