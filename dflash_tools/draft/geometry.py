@@ -356,8 +356,7 @@ def _undeclarable(desc: DraftDescription) -> list[Finding]:
 
 def _settle_hint(desc: DraftDescription, first: str = "settle") -> str:
     """How to settle a layout the evidence does not decide: run both on the target. Not a fix line
-    (it needs the target and a GPU), and nothing here writes a layout: only the user, once it is
-    settled (docs/rules.md)."""
+    (it needs the target and a GPU); only the user writes the layout, once settled (docs/rules.md)."""
     target = desc.verifier_name if desc.verifier_name and " " not in desc.verifier_name else "TARGET"
     return (
         f"{first} it on the target with smoke-test's --compare-layouts (dflash-tools smoke-test -t {target} -d SRC "
