@@ -143,9 +143,24 @@ def _geometry_segments(report: InspectReport) -> list[str]:
     if g is None:
         return ["unknown (no valid block_size)"]
     k_note = "requested" if g.speculative_tokens_requested else "= K_max"
+    if not g.layout_known:
+        # Both readings, never one passed off as the layout (docs/inspect.md, "Geometry").
+        readings = [g.reading(False), g.reading(True)]
+        return [
+            f"block_size {g.block_size}",
+            "layout unknown (the evidence disagrees: DFT010 / DFT018)",
+            *(
+                f"if {r['layout']}: K_max {r['max_speculative_tokens']}, K {r['num_speculative_tokens']} "
+                f"→ {r['num_query_tokens']} query positions"
+                for r in readings
+            ),
+        ]
+    decided = g.sample_from_anchor_source.value
+    if g.layout_decided_by is not None and g.sample_from_anchor_source.value == "inferred":
+        decided += f" from the {g.layout_decided_by.value.replace('-', ' ')}"
     return [
         f"block_size {g.block_size}",
-        f"{g.layout} (sample_from_anchor={str(g.sample_from_anchor).lower()}, {g.sample_from_anchor_source.value})",
+        f"{g.layout} (sample_from_anchor={str(g.sample_from_anchor).lower()}, {decided})",
         f"K_max {g.max_speculative_tokens}",
         f"K {g.num_speculative_tokens} ({k_note}) → {g.num_query_tokens} query positions",
     ]

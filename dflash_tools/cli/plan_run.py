@@ -161,7 +161,14 @@ def _rows(plan: dict[str, Any]) -> list[tuple[str, list[str]]]:
     draft_row = [printable(draft["source"])]
     if draft["dialect"]:
         draft_row.append(f"{draft['dialect']}")
-    if geometry:
+    if geometry and geometry["readings"]:
+        # The trained layout is unknown: both readings, neither passed off as the layout (DFT018).
+        draft_row += [
+            f"layout unknown: if {r['layout']}, K {r['num_speculative_tokens']} (K_max {r['max_speculative_tokens']}), "
+            f"{r['num_query_tokens']} query positions"
+            for r in geometry["readings"]
+        ]
+    elif geometry:
         draft_row += [
             f"K {geometry['num_speculative_tokens']} (K_max {geometry['max_speculative_tokens']})",
             f"{geometry['layout']}, {geometry['num_query_tokens']} query positions",

@@ -16,7 +16,7 @@ from typing import Any
 from dflash_tools.convert.json_edit import same_json
 from dflash_tools.draft.description import DraftDescription, ValueSource
 from dflash_tools.draft.dialect_spec import ProposalCount
-from dflash_tools.draft.geometry import Geometry, layout_name, resolve_geometry
+from dflash_tools.draft.geometry import Geometry, decide_layout, layout_name, resolve_geometry
 from dflash_tools.errors import OperationError
 from dflash_tools.findings import Finding
 from dflash_tools.reading.checkpoint import CONFIG_NAME
@@ -108,7 +108,7 @@ def decide_geometry(
     if block_size is not None:
         probe = _block_size_from_flag(evidence, probe, block_size, force=force, notes=notes)
     if sample_from_anchor is not None:
-        probe = _layout_from_flag(evidence, probe, sample_from_anchor, block_size, force=force, notes=notes)
+        probe = _layout_from_flag(evidence, probe, sample_from_anchor, force=force, notes=notes)
     geometry = _resolve_or_refuse(probe)
     if block_size is None:
         _note_unstated_block_size(evidence, geometry, notes)
@@ -157,7 +157,6 @@ def _layout_from_flag(
     evidence: _Evidence,
     probe: DraftDescription,
     sample_from_anchor: bool,
-    block_size: int | None,
     *,
     force: bool,
     notes: _Notes,
@@ -178,20 +177,17 @@ def _layout_from_flag(
             f"sample_from_anchor = {str(sample_from_anchor).lower()} from {_sfa_flag(sample_from_anchor)}{replaced}",
         )
     )
-    evidence_block = block_size or next(iter(evidence.stated_blocks.values()), None)
-    proposals = evidence.proposals
-    if (
-        sample_from_anchor
-        and evidence.proposal_count is ProposalCount.CHECKED
-        and not stated
-        and evidence_block is not None
-        and proposals
-        and all(p == evidence_block - 1 for p in proposals)
-    ):
+    inferred = decide_layout(evidence.desc)
+    # A flag against inferred evidence is the user's call, said aloud; against a declaration it needs --force.
+    if not stated and inferred.source is ValueSource.INFERRED and inferred.sample_from_anchor is not sample_from_anchor:
+        rewritten = (
+            f"; {evidence.proposal_key} is rewritten to match"
+            if evidence.proposal_count is ProposalCount.CHECKED and evidence.proposals
+            else ""
+        )
         notes.warnings.append(
-            f"--sample-from-anchor contradicts the evidence: {evidence.proposal_key} = "
-            f"{evidence_block - 1} = block_size - 1 is what a bonus-anchor draft stores; "
-            f"it is rewritten to {evidence_block}"
+            f"{_sfa_flag(sample_from_anchor)} contradicts the evidence, which says "
+            f"{layout_name(not sample_from_anchor)}: {inferred.deciding[0].why}{rewritten}"
         )
     return replace(
         probe,
@@ -204,6 +200,14 @@ def _resolve_or_refuse(probe: DraftDescription) -> Geometry:
     """The geometry as inspect derives it; ambiguity and an unknowable block size are refused."""
     geometry, findings = resolve_geometry(probe)
     _refuse_ambiguity(probe, findings)
+    if geometry is not None and not geometry.layout_known:
+        # Writing either layout down would make a guess look settled (docs/rules.md).
+        unknown = next((f for f in findings if f.code == "DFT018"), None)
+        raise OperationError(
+            unknown.message if unknown else "the trained layout is unknown: its evidence disagrees",
+            "settle it on the target with `dflash-tools smoke-test --compare-layouts`, then pass --sample-from-anchor "
+            "(anchor-first) or --no-sample-from-anchor (bonus-anchor)",
+        )
     if geometry is None:
         absent = next((f for f in findings if f.code == "DFT010"), None)
         raise OperationError(
@@ -239,28 +243,25 @@ def _note_unstated_block_size(evidence: _Evidence, geometry: Geometry, notes: _N
 
 
 def _note_unstated_layout(evidence: _Evidence, geometry: Geometry, notes: _Notes) -> None:
-    """A defaulted or inferred sample_from_anchor is written explicitly, with the flag that flips it."""
+    """A sample_from_anchor decided from evidence or a default is written explicitly, saying from what;
+    only a default (nothing else said) names the flag that writes the other layout."""
     source = geometry.sample_from_anchor_source
     if source is ValueSource.EXPLICIT:
         return
     sfa = geometry.sample_from_anchor
-    if source is ValueSource.INFERRED and evidence.desc.sample_from_anchor_values:
-        why = f"found only at {', '.join(evidence.desc.sample_from_anchor_values)}"
-    elif source is ValueSource.INFERRED and evidence.desc.layout_evidence:
-        why = f"inferred from {evidence.desc.layout_evidence[0].why}"
-    elif source is ValueSource.INFERRED:
-        why = "absent; the proposal count (block_size - 1) says bonus-anchor"
-    else:
-        why = f"absent; {evidence.desc.dialect.value} defaults to {str(sfa).lower()}"
-    notes.decisions.append(
-        Decision(
-            "sample_from_anchor",
-            sfa,
-            source.value,
-            f"sample_from_anchor = {str(sfa).lower()} ({why}), now written explicitly; "
-            f"pass {_sfa_flag(not sfa)} if the draft was trained {layout_name(not sfa)}",
+    layout = decide_layout(evidence.desc)
+    if source is ValueSource.INFERRED and layout.deciding:
+        message = (
+            f"sample_from_anchor = {str(sfa).lower()} ({layout_name(sfa)}, from {layout.deciding[0].why}), "
+            "now written explicitly"
         )
-    )
+    else:
+        message = (
+            f"sample_from_anchor = {str(sfa).lower()} (absent; {evidence.desc.dialect.value} defaults to "
+            f"{str(sfa).lower()} and nothing else says how it was trained), now written explicitly; pass "
+            f"{_sfa_flag(not sfa)} if it was trained {layout_name(not sfa)} (`smoke-test --compare-layouts` tells)"
+        )
+    notes.decisions.append(Decision("sample_from_anchor", sfa, source.value, message))
 
 
 def _fix_proposal_counts(evidence: _Evidence, geometry: Geometry, notes: _Notes) -> None:
@@ -272,10 +273,10 @@ def _fix_proposal_counts(evidence: _Evidence, geometry: Geometry, notes: _Notes)
             if tokens == k_max:
                 continue
             key = evidence.proposal_key.replace("[*]", f"[{index}]")
+            history = desc.spec.block_size_in_proposal_count.get(desc.algorithm)
             why = (
-                "files written before April 2026 stored block_size here by mistake; if the draft was trained "
-                "anchor-first, pass --sample-from-anchor instead"
-                if tokens == block and not sfa
+                f"{history}; the {layout_name(sfa)} layout makes K_max {k_max}"
+                if tokens == block and not sfa and history
                 else "it must equal the trained K_max"
             )
             notes.decisions.append(Decision(key, k_max, "fixed", f"{key}: {json.dumps(tokens)} -> {k_max} ({why})"))

@@ -25,7 +25,14 @@ from dflash_tools.dialects._common import (
     write_layout,
 )
 from dflash_tools.draft.description import Algorithm, Dialect, DraftDescription, DSparkSpec
-from dflash_tools.draft.dialect_spec import Causality, DialectKeys, DialectSpec, LayoutKey, ProposalCount
+from dflash_tools.draft.dialect_spec import (
+    Causality,
+    DialectKeys,
+    DialectSpec,
+    LayoutKey,
+    ProposalCount,
+    TrainerRecord,
+)
 from dflash_tools.draft.geometry import Geometry
 from dflash_tools.findings import make_finding
 
@@ -52,6 +59,21 @@ SPEC = DialectSpec(
     causality=Causality.SLIDING_WINDOW_NON_CAUSAL,
     format_keys=("speculators_model_type",),
     block_size_default=8,  # the config class default (speculators/models/dflash/config.py)
+    # speculators added the flag in PR #760 (2026-07-13) and writes it into every save since
+    # (speculators/models/dflash/core.py, _build_base_config_kwargs); before it, every algorithm
+    # trained in DFlash's bonus layout (DSpark too: PR #677). The class default of the DSpark
+    # config (true) is not what such a file was trained with.
+    undeclared_layout=TrainerRecord(
+        False,
+        "speculators saves have written sample_from_anchor since PR #760 (2026-07-13); one without it is older, "
+        "from when speculators trained every algorithm bonus-anchor",
+        version_key="speculators_version",
+    ),
+    # speculators PR #456 (2026-04-21) made the count K_max; DFlash saves before it wrote B. DFlash2
+    # and DSpark came later: their saves always wrote K_max (B - 1 before the flag existed).
+    block_size_in_proposal_count={
+        Algorithm.DFLASH: "speculators DFlash saves before April 2026 (PR #456) stored block_size there by mistake"
+    },
     layer_id_offset=1,
     lowest_layer_id=-1,  # aux id 0, the embedding output: DFT033 says so
     one_causal_flag_when_served=True,

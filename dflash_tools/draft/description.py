@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from dflash_tools.draft.dialect_spec import Algorithm, Dialect, DialectSpec
+from dflash_tools.draft.dialect_spec import Algorithm, Dialect, DialectSpec, LayoutKey, ProposalCount
+from dflash_tools.draft.profiles import load_profiles, match_profile
 from dflash_tools.findings import Finding
 
 __all__ = [
@@ -23,7 +24,9 @@ __all__ = [
     "DecoderSpec",
     "Dialect",
     "DraftDescription",
+    "EvidenceKind",
     "LayoutEvidence",
+    "LayoutFact",
     "ValueSource",
 ]
 
@@ -32,6 +35,8 @@ class ValueSource(StrEnum):
     EXPLICIT = "explicit"
     INFERRED = "inferred"
     DEFAULT = "default"
+    # The evidence does not decide (the trained layout only): both readings are reported.
+    UNKNOWN = "unknown"
 
 
 @dataclass
@@ -86,6 +91,72 @@ class LayoutEvidence:
     why: str
 
 
+class EvidenceKind(StrEnum):
+    """What one piece of evidence about the trained layout is (docs/rules.md, "How
+    sample_from_anchor is decided"); `RANKS` orders them, strongest first."""
+
+    DECLARATION = "declaration"  # a declaration where the format's engines read it
+    MIRROR = "mirror"  # a declaration in a place its engines do not read (z-lab's top level)
+    PROPOSAL_COUNT = "proposal-count"  # the stored draft-token count against the block size
+    PUBLISHED_RELEASE = "published-release"  # the published release this config is (configs/profiles)
+    TRAINER_RECORD = "trainer-record"  # what the format's trainer wrote at the time
+    MARKER = "marker"  # a trainer's convention recognized by its markers (DeepSpec)
+    DIALECT_DEFAULT = "dialect-default"  # what the format assumes when nothing is said
+
+    @property
+    def rank(self) -> int:
+        return RANKS[self]
+
+
+# The order the evidence is weighed in: the strongest rank that says anything decides, and two
+# pieces of one rank that disagree leave the layout unknown.
+RANKS = {
+    EvidenceKind.DECLARATION: 1,
+    EvidenceKind.MIRROR: 1,
+    EvidenceKind.PROPOSAL_COUNT: 2,
+    EvidenceKind.PUBLISHED_RELEASE: 3,
+    EvidenceKind.TRAINER_RECORD: 4,
+    EvidenceKind.MARKER: 4,
+    EvidenceKind.DIALECT_DEFAULT: 5,
+}
+
+
+@dataclass(frozen=True)
+class LayoutFact:
+    """One piece of evidence about the trained layout, as geometry weighs it (JSON
+    `geometry.layout_evidence`).
+
+    `where`: the key, marker or release it comes from; `sample_from_anchor`: what it says (None:
+    it admits both layouts, as a proposal count equal to the block size of a format that once
+    stored the block size there); `why`: the sentence that says so.
+    """
+
+    kind: EvidenceKind
+    where: str
+    sample_from_anchor: bool | None
+    why: str
+
+    @property
+    def rank(self) -> int:
+        return self.kind.rank
+
+    @property
+    def says(self) -> str:
+        if self.sample_from_anchor is None:
+            return "either"
+        return "anchor-first" if self.sample_from_anchor else "bonus-anchor"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind.value,
+            "where": self.where,
+            "says": self.says,
+            "sample_from_anchor": self.sample_from_anchor,
+            "rank": self.rank,
+            "why": self.why,
+        }
+
+
 @dataclass
 class DraftDescription:
     """One draft, independent of the dialect it was read from.
@@ -138,3 +209,85 @@ class DraftDescription:
     @property
     def reduced_vocabulary(self) -> bool:
         return self.draft_vocab_size != self.decoder.vocab_size
+
+    def layout_facts(self, block_size: int | None) -> tuple[LayoutFact, ...]:
+        """Every piece of evidence about the trained layout, strongest kind first: what the file
+        declares, its proposal count against `block_size` (the declared one; None: the count says
+        nothing), the published release it is, what its trainer wrote at the time, its markers,
+        the dialect's default. `draft.geometry.decide_layout` weighs them."""
+        spec = self.spec
+        booleans = {k: v for k, v in self.sample_from_anchor_values.items() if isinstance(v, bool)}
+        facts = [_declaration(spec, key, value) for key, value in booleans.items()]
+        facts.extend(_proposal_count_facts(self, block_size))
+        facts.extend(_published_release_facts(self.raw_config))
+        record = spec.undeclared_layout
+        if record is not None and not booleans:
+            version = self.raw_config.get(record.version_key) if record.version_key else None
+            shown = f" (this one: {record.version_key} {version})" if isinstance(version, str) else ""
+            where = f"{spec.keys.primary_layout} (absent)"
+            facts.append(LayoutFact(EvidenceKind.TRAINER_RECORD, where, record.sample_from_anchor, record.why + shown))
+        facts.extend(LayoutFact(EvidenceKind.MARKER, e.key, e.sample_from_anchor, e.why) for e in self.layout_evidence)
+        if not booleans and not spec.layout_required:
+            default = self.dialect.sample_from_anchor_default
+            why = f"{self.dialect.value}'s default when nothing is declared: {_layout_word(default)}"
+            facts.append(LayoutFact(EvidenceKind.DIALECT_DEFAULT, self.dialect.value, default, why))
+        return tuple(facts)
+
+
+def _layout_word(sample_from_anchor: bool) -> str:
+    return "anchor-first" if sample_from_anchor else "bonus-anchor"
+
+
+def _declaration(spec: DialectSpec, key: str, value: bool) -> LayoutFact:
+    entry = LayoutKey(key)
+    if spec.keys.is_mirror(key):
+        why = f"{entry.spelling} {entry.where} = {str(value).lower()}, a copy engines do not read"
+        return LayoutFact(EvidenceKind.MIRROR, key, value, why)
+    return LayoutFact(EvidenceKind.DECLARATION, key, value, f"{entry.spelling} {entry.where} = {str(value).lower()}")
+
+
+def _proposal_count_facts(desc: DraftDescription, block_size: int | None) -> list[LayoutFact]:
+    """What each stored proposal count says against the block size: B - 1 is what a bonus-anchor
+    draft stores, B what an anchor-first one stores (either, in a format whose trainer once
+    stored B there by mistake: `DialectSpec.block_size_in_proposal_count`)."""
+    spec = desc.spec
+    if spec.keys.proposal_count is not ProposalCount.CHECKED or block_size is None:
+        return []
+    pattern = spec.keys.speculative_tokens or "speculative_tokens"
+    facts = []
+    for index, tokens in enumerate(desc.proposal_speculative_tokens or []):
+        if isinstance(tokens, bool) or tokens not in (block_size - 1, block_size):
+            continue  # not evidence (DFT012 says what is wrong with it)
+        key = pattern.replace("[*]", f"[{index}]")
+        if tokens == block_size - 1:
+            facts.append(
+                LayoutFact(
+                    EvidenceKind.PROPOSAL_COUNT,
+                    key,
+                    False,
+                    f"{key} = {tokens} = block_size - 1, what a bonus-anchor draft stores",
+                )
+            )
+            continue
+        history = spec.block_size_in_proposal_count.get(desc.algorithm)
+        why = f"{key} = {tokens} = block_size, what an anchor-first draft stores" + (
+            f", and {history}" if history else ""
+        )
+        facts.append(LayoutFact(EvidenceKind.PROPOSAL_COUNT, key, None if history else True, why))
+    return facts
+
+
+def _published_release_facts(config: dict[str, Any]) -> list[LayoutFact]:
+    """The layout of the published release whose config this is (configs/profiles): only the
+    config itself identifies a release here, never a name or the dimensions (profiles.match_profile)."""
+    match = match_profile("", None, config=config)
+    if match is None or match.release is None:
+        return []
+    profile = next((p for p in load_profiles() if p.name == match.name), None)
+    geometry = profile.data.get("geometry") if profile is not None else None
+    sfa = geometry.get("sample_from_anchor") if isinstance(geometry, dict) else None
+    if not isinstance(sfa, bool):
+        return []
+    label = match.release.label
+    why = f"the published release {label} (configs/profiles) was trained {_layout_word(sfa)}"
+    return [LayoutFact(EvidenceKind.PUBLISHED_RELEASE, label, sfa, why)]

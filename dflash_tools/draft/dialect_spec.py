@@ -76,6 +76,21 @@ class LayoutKey:
 
 
 @dataclass(frozen=True)
+class TrainerRecord:
+    """What a config of this format that declares no layout says about how it was trained: what
+    the format's trainer wrote at the time (docs/rules.md, "How sample_from_anchor is decided").
+
+    `sample_from_anchor`: the layout such files were trained in; `why`: the history that says so,
+    with its source; `version_key`: the key that records the trainer's version (quoted in the
+    evidence when the file has it).
+    """
+
+    sample_from_anchor: bool
+    why: str
+    version_key: str | None = None
+
+
+@dataclass(frozen=True)
 class DialectKeys:
     """Where a format keeps its keys. Prefixes end with a dot ("" is the top level).
 
@@ -151,6 +166,12 @@ class DialectSpec:
     format_keys: tuple[str, ...] = ()
     # Whether a config without any layout declaration is malformed (Open Spec's schema requires one).
     layout_required: bool = False
+    # What a file without any layout declaration was trained with, by its trainer's history
+    # (speculators: a save that predates the flag); None when the format's history says nothing.
+    undeclared_layout: TrainerRecord | None = None
+    # The algorithms whose trainer once stored the block size in the proposal count by mistake (so
+    # that a count equal to B reads either way), with that history in words.
+    block_size_in_proposal_count: Mapping[Algorithm, str] = field(default_factory=dict)
     # The block size the format's own loader assumes when the key is absent (speculators: 8).
     block_size_default: int | None = None
     # File layer id = z-lab id + offset (speculators' ids are hidden_states indices: 1).

@@ -7,17 +7,21 @@ Q = query positions per request per step.
     anchor-first (SFA true):  K_max = B,     Q = K
 
 Readers only record what a file says and where; this module decides what it means, how it was
-decided (explicit / inferred / default) and which findings follow.
+decided (explicit / inferred / default, or unknown when the evidence does not decide: both
+readings are then reported) and which findings follow. The trained layout is weighed from its
+evidence, strongest first: a declaration, the proposal count against the block size, the
+published release the config is, what the format's trainer wrote at the time (or a trainer's
+markers), the dialect's default (docs/rules.md, "How sample_from_anchor is decided").
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from dflash_tools.draft.description import Algorithm, DraftDescription, ValueSource
-from dflash_tools.draft.dialect_spec import DialectSpec, LayoutKey, ProposalCount
-from dflash_tools.findings import Finding, make_finding
+from dflash_tools.draft.description import Algorithm, DraftDescription, EvidenceKind, LayoutFact, ValueSource
+from dflash_tools.draft.dialect_spec import DialectSpec, ProposalCount
+from dflash_tools.findings import Finding, Severity, make_finding
 
 
 def max_speculative_tokens(block_size: int, sample_from_anchor: bool) -> int:
@@ -39,8 +43,20 @@ def layout_name(sample_from_anchor: bool) -> str:
     return "anchor-first" if sample_from_anchor else "bonus-anchor"
 
 
+UNKNOWN_LAYOUT = "unknown"
+
+
 @dataclass(frozen=True)
 class Geometry:
+    """B, the layout, K_max, K and Q, and how each was decided.
+
+    When `layout_known` is false the evidence does not decide the layout: `sample_from_anchor`
+    and the numbers are then one reading's (the first of the disagreeing evidence), kept for the
+    callers that need a number, and JSON reports null for them and both `readings` instead.
+    `layout_stated`: the file declares the layout (where engines read it, or in a mirror), so
+    that a finding resting on it may be an error; an inferred layout never raises one.
+    """
+
     block_size: int
     block_size_source: ValueSource
     sample_from_anchor: bool
@@ -49,26 +65,50 @@ class Geometry:
     num_speculative_tokens: int
     num_query_tokens: int
     speculative_tokens_requested: bool
-    # The key the layout was read from (a dotted path, whatever its spelling), the marker of an
-    # inferred layout (`architectures`), or None for a default.
+    # What decided the layout: the declaring key (a dotted path, whatever its spelling), the
+    # marker (`architectures`), the proposal-count key, the published release (`REPO@REV`), the
+    # absent declaration a trainer's history explains; None for a default or an unknown layout.
     sample_from_anchor_key: str | None = None
+    layout_known: bool = True
+    layout_stated: bool = True
+    layout_evidence: tuple[LayoutFact, ...] = ()
+    # The kind of evidence that decided the layout (None: unknown).
+    layout_decided_by: EvidenceKind | None = None
 
     @property
     def layout(self) -> str:
-        return layout_name(self.sample_from_anchor)
+        return layout_name(self.sample_from_anchor) if self.layout_known else UNKNOWN_LAYOUT
+
+    def reading(self, sample_from_anchor: bool) -> dict[str, Any]:
+        """K_max, K and Q if the draft was trained in the given layout."""
+        k_max = max_speculative_tokens(self.block_size, sample_from_anchor)
+        k = self.num_speculative_tokens if self.speculative_tokens_requested else k_max
+        return {
+            "layout": layout_name(sample_from_anchor),
+            "sample_from_anchor": sample_from_anchor,
+            "max_speculative_tokens": k_max,
+            "num_speculative_tokens": k,
+            "num_query_tokens": num_query_tokens(k, sample_from_anchor),
+        }
 
     def to_dict(self) -> dict[str, Any]:
+        known = self.layout_known
         return {
             "block_size": self.block_size,
             "block_size_source": self.block_size_source.value,
-            "sample_from_anchor": self.sample_from_anchor,
+            "sample_from_anchor": self.sample_from_anchor if known else None,
             "sample_from_anchor_source": self.sample_from_anchor_source.value,
             "sample_from_anchor_key": self.sample_from_anchor_key,
             "layout": self.layout,
-            "max_speculative_tokens": self.max_speculative_tokens,
-            "num_speculative_tokens": self.num_speculative_tokens,
-            "num_query_tokens": self.num_query_tokens,
+            "max_speculative_tokens": self.max_speculative_tokens if known else None,
+            "num_speculative_tokens": self.num_speculative_tokens
+            if known or self.speculative_tokens_requested
+            else None,
+            "num_query_tokens": self.num_query_tokens if known else None,
             "speculative_tokens_requested": self.speculative_tokens_requested,
+            "layout_decided_by": self.layout_decided_by.value if self.layout_decided_by else None,
+            "readings": None if known else [self.reading(False), self.reading(True)],
+            "layout_evidence": [fact.to_dict() for fact in self.layout_evidence],
         }
 
 
@@ -126,8 +166,8 @@ def resolve_geometry(
     block_size, block_source, block_findings = resolve_block_size(desc)
     findings.extend(block_findings)
 
-    layout = _resolve_sample_from_anchor(desc, block_size)
-    sfa, sfa_source = layout.sample_from_anchor, layout.source
+    layout = decide_layout(desc, block_size)
+    sfa = layout.working
     findings.extend(layout.findings)
 
     proposal = [t for t in (desc.proposal_speculative_tokens or []) if _is_positive_int(t)]
@@ -156,13 +196,13 @@ def resolve_geometry(
                     keys=("block_size",),
                 )
             )
-    if sfa_source is not ValueSource.EXPLICIT:
-        findings.append(_sfa_not_explicit(desc, sfa, sfa_source))
+    if layout.known and layout.source is not ValueSource.EXPLICIT:
+        findings.append(_sfa_not_explicit(desc, layout))
     if block_size is None:
         return None, findings
 
     if spec.keys.proposal_count is ProposalCount.CHECKED:
-        findings.extend(_check_proposal_tokens(desc, block_size, sfa, sfa_source))
+        findings.extend(_check_proposal_tokens(desc, block_size, layout))
 
     k_max = max_speculative_tokens(block_size, sfa)
     if k_max < 1:
@@ -181,17 +221,42 @@ def resolve_geometry(
         block_size=block_size,
         block_size_source=block_source,
         sample_from_anchor=sfa,
-        sample_from_anchor_source=sfa_source,
+        sample_from_anchor_source=layout.source,
         max_speculative_tokens=k_max,
         num_speculative_tokens=k,
         num_query_tokens=num_query_tokens(k, sfa),
         speculative_tokens_requested=requested,
         sample_from_anchor_key=layout.key,
+        layout_known=layout.known,
+        layout_stated=layout.stated,
+        layout_evidence=layout.evidence,
+        layout_decided_by=layout.deciding[0].kind if layout.known and layout.deciding else None,
     )
-    if requested:
-        findings.extend(check_serving_k(desc, geometry))
-    findings.extend(check_conv_geometry(desc, geometry))
+    findings.extend(_reading_checks(desc, geometry))
     return geometry, findings
+
+
+def _reading_checks(desc: DraftDescription, geometry: Geometry) -> list[Finding]:
+    """The K and convolution rules, which depend on the layout. A finding that only the layout's
+    reading raises is kept as stated when the file declares the layout, is a warning at most when
+    the layout is inferred, and is left out when it is unknown (DFT010 / DFT018 give both readings)."""
+
+    def checks(g: Geometry) -> list[Finding]:
+        return [*(check_serving_k(desc, g) if g.speculative_tokens_requested else []), *check_conv_geometry(desc, g)]
+
+    found = checks(geometry)
+    if geometry.layout_stated or not found:
+        return found
+    reading = geometry.reading(not geometry.sample_from_anchor)
+    del reading["layout"]
+    either = {f.code for f in checks(replace(geometry, **reading))}
+    out = []
+    for finding in found:
+        if finding.code in either:
+            out.append(finding)
+        elif geometry.layout_known:
+            out.append(replace(finding, severity=Severity.WARNING) if finding.severity is Severity.ERROR else finding)
+    return out
 
 
 def _block_size_places(spec: DialectSpec) -> str:
@@ -203,180 +268,239 @@ def _block_size_places(spec: DialectSpec) -> str:
     return " or ".join(places) or "block_size"
 
 
-def trained_layout(desc: DraftDescription) -> tuple[bool, ValueSource]:
-    """sample_from_anchor and how it was decided, as `resolve_geometry` decides it, also when the
-    block size is unknown (the engine view needs the layout of a draft without one)."""
-    block_size, _, _ = resolve_block_size(desc)
-    layout = _resolve_sample_from_anchor(desc, block_size)
-    return layout.sample_from_anchor, layout.source
-
-
-@dataclass(frozen=True)
-class _Layout:
-    sample_from_anchor: bool
-    source: ValueSource
-    key: str | None
-    findings: list[Finding]
-
-
-def _declared(path: str) -> str:
-    """A layout declaration in words: its spelling and where it sits."""
-    entry = LayoutKey(path)
-    return f"{entry.spelling} {entry.where}"
-
-
-def _resolve_sample_from_anchor(desc: DraftDescription, block_size: int | None) -> _Layout:
-    """The layout, from the draft's declarations (every spelling the spec lists), markers, the
-    proposal count or the dialect default, in that order (docs/rules.md, "How sample_from_anchor is
-    decided")."""
-    findings: list[Finding] = []
-    spec = desc.spec
-    values = desc.sample_from_anchor_values
-    for key, value in values.items():
-        if not isinstance(value, bool):
-            findings.append(
-                make_finding(
-                    "DFT006",
-                    f"{key} is {value!r}, not true or false",
-                    f"write {key} as a JSON boolean",
-                    keys=(key,),
-                    values={key: value},
-                )
-            )
-    booleans = {k: v for k, v in values.items() if isinstance(v, bool)}
-    if len(set(booleans.values())) > 1:
-        findings.append(
-            make_finding(
-                "DFT010",
-                "sample_from_anchor disagrees between its declarations: "
-                + ", ".join(f"{_declared(key)} = {str(value).lower()}" for key, value in booleans.items()),
-                "decide the trained layout and run `dflash-tools convert SRC -o OUT --sample-from-anchor` "
-                "(or --no-sample-from-anchor)",
-                keys=tuple(booleans),
-                values=booleans,
-            )
-        )
-    evidence = desc.layout_evidence
-    stated = {**booleans, **{e.key: e.sample_from_anchor for e in evidence}}
-    if evidence and len(set(stated.values())) > 1 and len(set(booleans.values())) <= 1:
-        # The markers say the other layout: never a silent pick (docs/inspect.md, "Geometry").
-        findings.append(
-            make_finding(
-                "DFT010",
-                "the layout is stated two ways: "
-                + "; ".join([f"{key}={value!r}" for key, value in booleans.items()] + [e.why for e in evidence]),
-                "decide the trained layout and run `dflash-tools convert SRC -o OUT --sample-from-anchor` "
-                "(or --no-sample-from-anchor)",
-                keys=tuple(stated),
-                values=stated,
-            )
-        )
-    declared = [key for key in booleans if not spec.keys.is_mirror(key)]
-    if declared:
-        return _Layout(booleans[declared[0]], ValueSource.EXPLICIT, declared[0], findings)
-    if booleans:
-        # Found only in a mirror location engines do not read (z-lab top level).
-        key, value = next(iter(booleans.items()))
-        return _Layout(value, ValueSource.INFERRED, key, findings)
-    if evidence:
-        # A layout recognized by its markers (DeepSpec): inferred, and said so.
-        return _Layout(evidence[0].sample_from_anchor, ValueSource.INFERRED, evidence[0].key, findings)
-
-    primary = spec.keys.primary_layout
-    if spec.layout_required:
+def decide_layout(desc: DraftDescription, block_size: int | None = None) -> LayoutDecision:
+    """The trained layout, weighed from its evidence (docs/rules.md, "How sample_from_anchor is
+    decided"); `block_size`: the declared one, without which a proposal count says nothing."""
+    if block_size is None:
+        block_size = resolve_block_size(desc)[0]
+    findings = _undeclarable(desc)
+    facts = desc.layout_facts(block_size)
+    said = [fact for fact in facts if fact.sample_from_anchor is not None]
+    if not said:
+        # Only a format that requires a declaration has no default to fall back on (Open Spec).
+        primary = desc.spec.keys.primary_layout
         findings.append(
             make_finding(
                 "DFT006",
-                f"{primary} is absent, but every {spec.title} config must declare the layout",
+                f"{primary} is absent, but every {desc.spec.title} config must declare the layout",
                 f"add {primary} (true for anchor-first, false for bonus-anchor)",
                 keys=(primary,),
             )
         )
-        return _Layout(False, ValueSource.DEFAULT, None, findings)
-    default = desc.dialect.sample_from_anchor_default
-    tokens_key = spec.keys.speculative_tokens
-    if spec.keys.proposal_count is ProposalCount.CHECKED and not default and block_size is not None:
-        proposal = desc.proposal_speculative_tokens or []
-        if proposal and all(t == block_size - 1 for t in proposal):
-            return _Layout(False, ValueSource.INFERRED, tokens_key, findings)
-    return _Layout(default, ValueSource.DEFAULT, None, findings)
+        return LayoutDecision(False, ValueSource.DEFAULT, None, facts, (), findings)
+    rank = min(fact.rank for fact in said)
+    deciding = tuple(fact for fact in said if fact.rank == rank)
+    readings = {fact.sample_from_anchor for fact in deciding}
+    if len(readings) > 1:
+        findings.append(_conflict(desc, deciding))
+        return LayoutDecision(None, ValueSource.UNKNOWN, None, facts, deciding, findings)
+    sfa = bool(deciding[0].sample_from_anchor)
+    findings.extend(_dissent(desc, deciding[0], [f for f in said if rank < f.rank < _DEFAULT_RANK]))
+    declared = [fact for fact in deciding if fact.kind is EvidenceKind.DECLARATION]
+    if declared:
+        return LayoutDecision(sfa, ValueSource.EXPLICIT, declared[0].where, facts, deciding, findings)
+    if rank == _DEFAULT_RANK:
+        return LayoutDecision(sfa, ValueSource.DEFAULT, None, facts, deciding, findings)
+    key = desc.spec.keys.speculative_tokens if deciding[0].kind is EvidenceKind.PROPOSAL_COUNT else deciding[0].where
+    return LayoutDecision(sfa, ValueSource.INFERRED, key, facts, deciding, findings)
 
 
-def _sfa_not_explicit(desc: DraftDescription, sfa: bool, source: ValueSource) -> Finding:
-    primary = desc.spec.keys.primary_layout
-    if source is ValueSource.INFERRED and desc.sample_from_anchor_values:
-        why = f"found only at {', '.join(desc.sample_from_anchor_values)}; engines read {primary}"
-    elif source is ValueSource.INFERRED and desc.layout_evidence:
-        why = f"absent; inferred from {desc.layout_evidence[0].why}"
-    elif source is ValueSource.INFERRED:
-        why = "absent; inferred from the proposal count (speculative_tokens = block_size - 1)"
-    else:
-        why = f"absent; {desc.dialect.value} defaults to {str(sfa).lower()}"
-    flag = "--sample-from-anchor" if sfa else "--no-sample-from-anchor"
-    return make_finding(
-        "DFT011",
-        f"{primary} is not explicit ({why}); assuming {layout_name(sfa)} layout",
-        # How to find out comes first: writing down a guess would make a wrong layout look settled.
-        "to find out how it was trained: the draft's model card or training config; inspect's profile line, "
-        "when the draft matches a published one (configs/profiles); or serve both layouts on its target with "
-        "`smoke-test --compare-layouts`, where the trained layout wins clearly (docs/smoke-test.md). "
-        f"If it was trained {layout_name(sfa)}, run `dflash-tools convert SRC -o OUT {flag}` to write it down",
-        keys=(primary,),
-        values={"sample_from_anchor": sfa, "source": source.value},
+_DEFAULT_RANK = EvidenceKind.DIALECT_DEFAULT.rank
+
+
+@dataclass(frozen=True)
+class LayoutDecision:
+    """The trained layout (`sample_from_anchor`, None when the evidence does not decide), how it
+    was decided (`source`, and `key`: what decided it), every piece of evidence weighed and the
+    ones that decided, and the findings on the way."""
+
+    sample_from_anchor: bool | None
+    source: ValueSource
+    key: str | None
+    evidence: tuple[LayoutFact, ...]
+    deciding: tuple[LayoutFact, ...]
+    findings: list[Finding]
+
+    @property
+    def known(self) -> bool:
+        return self.sample_from_anchor is not None
+
+    @property
+    def stated(self) -> bool:
+        """Declared by the file (where its engines read it or in a mirror), not inferred."""
+        return self.known and any(fact.rank == 1 for fact in self.deciding)
+
+    @property
+    def working(self) -> bool:
+        """The reading the numbers assume: the layout, or when it is unknown the first reading of
+        the evidence that disagrees (both are reported: `Geometry.readings`)."""
+        if self.sample_from_anchor is not None:
+            return self.sample_from_anchor
+        return bool(self.deciding[0].sample_from_anchor) if self.deciding else False
+
+
+def _undeclarable(desc: DraftDescription) -> list[Finding]:
+    """DFT006 for a declaration that is not a boolean: it declares nothing."""
+    return [
+        make_finding(
+            "DFT006",
+            f"{key} is {value!r}, not true or false",
+            f"write {key} as a JSON boolean",
+            keys=(key,),
+            values={key: value},
+        )
+        for key, value in desc.sample_from_anchor_values.items()
+        if not isinstance(value, bool)
+    ]
+
+
+def _settle_hint(desc: DraftDescription, first: str = "settle") -> str:
+    """How to settle a layout the evidence does not decide: run both on the target. Not a fix line
+    (it needs the target and a GPU); only the user writes the layout, once settled (docs/rules.md)."""
+    target = desc.verifier_name if desc.verifier_name and " " not in desc.verifier_name else "TARGET"
+    return (
+        f"{first} it on the target with smoke-test's --compare-layouts (dflash-tools smoke-test -t {target} -d SRC "
+        "--compare-layouts: the trained layout wins clearly), then write it down with convert's --sample-from-anchor "
+        "or --no-sample-from-anchor"
     )
 
 
-def _check_proposal_tokens(
-    desc: DraftDescription, block_size: int, sfa: bool, sfa_source: ValueSource
-) -> list[Finding]:
+def _conflict(desc: DraftDescription, deciding: tuple[LayoutFact, ...]) -> Finding:
+    """Evidence of one rank that disagrees: the layout is unknown (DFT010 when the file declares
+    it both ways, DFT018 when inferences disagree)."""
+    keys = tuple(fact.where for fact in deciding)
+    values = {fact.where: fact.sample_from_anchor for fact in deciding}
+    if deciding[0].rank == 1:
+        return make_finding(
+            "DFT010",
+            "sample_from_anchor disagrees between its declarations: "
+            + ", ".join(f.why for f in deciding)
+            + "; the trained layout is unknown",
+            _settle_hint(desc),
+            keys=keys,
+            values=values,
+        )
+    return make_finding(
+        "DFT018",
+        "the trained layout is unknown: " + "; ".join(f"{f.why} ({f.says})" for f in deciding) + ".",
+        _settle_hint(desc, "Settle") + ".",
+        keys=keys,
+        values=values,
+    )
+
+
+def _dissent(desc: DraftDescription, decider: LayoutFact, weaker: list[LayoutFact]) -> list[Finding]:
+    """DFT019 for weaker evidence that says the other layout (a proposal count is DFT012's)."""
+    against = [
+        f
+        for f in weaker
+        if f.sample_from_anchor is not decider.sample_from_anchor and f.kind is not EvidenceKind.PROPOSAL_COUNT
+    ]
+    if not against:
+        return []
+    return [
+        make_finding(
+            "DFT019",
+            f"the layout evidence disagrees: {decider.why} ({decider.says}) outweighs "
+            + "; ".join(f"{f.why} ({f.says})" for f in against)
+            + ".",
+            "If in doubt, " + _settle_hint(desc) + ".",
+            keys=tuple(f.where for f in (decider, *against)),
+            values={f.where: f.sample_from_anchor for f in (decider, *against)},
+        )
+    ]
+
+
+def _sfa_not_explicit(desc: DraftDescription, layout: LayoutDecision) -> Finding:
+    """DFT011: the layout is not declared where engines read it. A note when the evidence settles
+    it, a warning when it is found only in a mirror (engines ignore it) or only assumed."""
+    primary = desc.spec.keys.primary_layout
+    sfa = bool(layout.sample_from_anchor)
+    values = {"sample_from_anchor": sfa, "source": layout.source.value}
+    if layout.stated:
+        where = ", ".join(f.where for f in layout.deciding)
+        return make_finding(
+            "DFT011",
+            f"{primary} is not explicit (found only at {where}; engines read {primary}): {layout_name(sfa)} is "
+            "declared where no engine looks.",
+            "Write it where every engine reads it: `dflash-tools convert SRC -o OUT`.",
+            keys=(primary,),
+            values=values,
+        )
+    if layout.source is ValueSource.INFERRED:
+        decider = layout.deciding[0]
+        return make_finding(
+            "DFT011",
+            f"{primary} is not written down, but the {decider.kind.value.replace('-', ' ')} settles it as "
+            f"{layout_name(sfa)}: {decider.why}.",
+            "Nothing to do; convert writes it where every engine reads it (docs/convert.md).",
+            severity=Severity.INFO,
+            keys=(primary,),
+            values={**values, "settled_by": decider.kind.value},
+        )
+    return make_finding(
+        "DFT011",
+        f"{primary} is absent and nothing in the file or a published release says how the draft was trained; "
+        f"{desc.dialect.value} assumes {layout_name(sfa)}.",
+        "Check the draft's model card, or " + _settle_hint(desc) + ".",
+        keys=(primary,),
+        values=values,
+    )
+
+
+def _check_proposal_tokens(desc: DraftDescription, block_size: int, layout: LayoutDecision) -> list[Finding]:
+    """DFT012: a proposal count that is not the trained K_max. An error when the file contradicts
+    itself or the count fits no layout; a warning when only the inferred layout says it is wrong."""
     findings: list[Finding] = []
+    sfa = layout.working
     k_max = max_speculative_tokens(block_size, sfa)
+    history = desc.spec.block_size_in_proposal_count.get(desc.algorithm)
     pattern = desc.spec.keys.speculative_tokens or "speculative_tokens"
     for index, tokens in enumerate(desc.proposal_speculative_tokens or []):
         key = pattern.replace("[*]", f"[{index}]")
-        if tokens == k_max:
-            continue
-        if not _is_positive_int(tokens):
-            message = f"{key} is {tokens!r}, not a positive integer"
-        elif sfa_source is not ValueSource.EXPLICIT and tokens == block_size:
-            # Two readings, and the file cannot tell them apart: say both, pick neither silently.
+        values = {key: tokens, "block_size": block_size, "sample_from_anchor": layout.sample_from_anchor}
+        keys = (key, "block_size", "sample_from_anchor")
+        fits = _is_positive_int(tokens) and tokens in (block_size - 1, block_size)
+        if (tokens == k_max and _is_positive_int(tokens)) or (fits and not layout.known):
+            continue  # an unknown layout's readings: DFT010 / DFT018 say it
+        if not fits:
+            what = "not a positive integer" if not _is_positive_int(tokens) else "neither layout's K_max"
             message = (
-                f"{key} = {tokens} equals block_size {block_size}, which is ambiguous: speculators saves before "
-                f"April 2026 stored block_size here by mistake (a bonus-anchor draft, K_max = {block_size - 1}), "
-                f"and an anchor-first draft stores its K_max = {block_size} here; sample_from_anchor is not "
-                f"stated, so the {layout_name(sfa)} reading is assumed"
+                f"{key} = {tokens!r} is {what}: block_size {block_size} stores {block_size - 1} (bonus-anchor) "
+                f"or {block_size} (anchor-first)."
             )
+            hint = (
+                f"Run `dflash-tools convert SRC -o OUT` to write K_max = {k_max} there."
+                if layout.known
+                else "Settle the layout first (DFT018); convert then writes K_max there."
+            )
+            findings.append(make_finding("DFT012", message, hint, keys=keys, values=values))
+        elif layout.stated:
             findings.append(
                 make_finding(
                     "DFT012",
-                    message,
-                    "an older save: run `dflash-tools convert SRC -o OUT --no-sample-from-anchor`; if the draft "
-                    "was trained anchor-first, pass --sample-from-anchor there instead",
-                    keys=(key, "block_size", "sample_from_anchor"),
-                    values={
-                        key: tokens,
-                        "block_size": block_size,
-                        "sample_from_anchor": sfa,
-                        "readings": ["bonus-anchor (speculators save before April 2026)", "anchor-first"],
-                    },
+                    f"{key} = {tokens} contradicts the declared {layout_name(sfa)} layout, whose K_max for "
+                    f"block_size {block_size} is {k_max}.",
+                    f"Run `dflash-tools convert SRC -o OUT` to rewrite the count to {k_max} (the declaration wins).",
+                    keys=keys,
+                    values=values,
                 )
             )
-            continue
         else:
-            message = (
-                f"{key} = {tokens} but block_size {block_size} with sample_from_anchor={str(sfa).lower()} "
-                f"trains K_max = {k_max}"
+            # Only the inferred layout makes this count wrong: never an error (docs/rules.md).
+            settled = layout.deciding[0].kind.value.replace("-", " ")
+            cause = f"; {history}" if tokens == block_size and history else ""
+            findings.append(
+                make_finding(
+                    "DFT012",
+                    f"{key} = {tokens} is not K_max = {k_max} of the {layout_name(sfa)} layout that the {settled} "
+                    f"settles (DFT011){cause}.",
+                    f"Run `dflash-tools convert SRC -o OUT` to rewrite it to {k_max} and write the layout down.",
+                    severity=Severity.WARNING,
+                    keys=keys,
+                    values={**values, "readings": ["bonus-anchor", "anchor-first"]},
+                )
             )
-        findings.append(
-            make_finding(
-                "DFT012",
-                message,
-                "run `dflash-tools convert SRC -o OUT` to set it consistently "
-                "(add --sample-from-anchor if the draft was trained anchor-first)",
-                keys=(key, "block_size", "sample_from_anchor"),
-                values={key: tokens, "block_size": block_size, "sample_from_anchor": sfa},
-            )
-        )
     return findings
 
 

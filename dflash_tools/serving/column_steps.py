@@ -13,7 +13,8 @@ from typing import Any
 from dflash_tools.dialects import spec_for_family
 from dflash_tools.dialects.features import CONDITIONS, features_used
 from dflash_tools.dialects.features import outcome as feature_outcome
-from dflash_tools.engine_rules import ENGINE_RULES, Outcome, WhenMissing
+from dflash_tools.draft.geometry import layout_name
+from dflash_tools.engine_rules import ENGINE_RULES, Layout, Outcome, WhenMissing
 from dflash_tools.findings import Severity
 from dflash_tools.serving.config_reads import as_int, find, int_list, lookup, num_hidden_layers, source_name
 from dflash_tools.serving.engine_checks import CHECKERS
@@ -242,11 +243,38 @@ def _present(config: dict[str, Any], path: str) -> bool:
 
 
 def layout_outcome(view: EngineView, facts: DraftFacts, algorithm_key: str, reads: str) -> None:
-    """Misaligned when the engine's layout differs from training; else the table's outcome."""
+    """Misaligned when the engine's layout differs from training; else the table's outcome. A
+    layout only inferred makes DFT071 a warning; an unknown one is `unchecked`, with what the
+    release does under each reading (DFT018)."""
     rules = view.rules
     trained = facts.trained_layout
+    if facts.trained_layout_unknown and view.layout is not None:
+        served = view.layout
+        readings = []
+        for layout in (Layout.BONUS, Layout.ANCHOR_FIRST):
+            rule = rules.outcome(algorithm_key, layout)
+            if rule is not None and rule.outcome in (Outcome.REFUSED, Outcome.UNSUPPORTED):
+                word = rule.outcome.value
+            elif served is not layout or (rule is not None and rule.outcome is Outcome.MISALIGNED):
+                word = "misaligned, one position off"
+            else:
+                word = "served with the plugin" if rule and rule.outcome is Outcome.SERVED_WITH_PLUGIN else "served"
+            readings.append(f"if trained {layout_name(layout is Layout.ANCHOR_FIRST)}: {word}")
+        reason = f"the trained layout is unknown; it serves the {served.value} layout ({reads}): " + "; ".join(readings)
+        view.fail(Outcome.UNCHECKED, reason)
+        target = facts.target if facts.target and " " not in facts.target else "TARGET"
+        view.note(
+            "DFT018",
+            reason,
+            f"settle the layout on the target with smoke-test's --compare-layouts (dflash-tools smoke-test -t {target} "
+            "-d SRC --compare-layouts)",
+            keys=("sample_from_anchor",),
+        )
+        return
     if trained is None or view.layout is None:
         return
+    # An error only when the file declares the layout (docs/rules.md, "How sample_from_anchor is decided").
+    severity = None if facts.trained_layout_stated else Severity.WARNING
     rule = rules.outcome(algorithm_key, trained)
     if rule is not None and rule.outcome in (Outcome.REFUSED, Outcome.UNSUPPORTED):
         # It does not load such drafts at all: that, not the layout, is what the user meets first.
@@ -261,14 +289,14 @@ def layout_outcome(view: EngineView, facts: DraftFacts, algorithm_key: str, read
             "every draft is read one position off, acceptance collapses while the output stays correct"
         )
         view.fail(Outcome.MISALIGNED, reason)
-        view.note("DFT071", reason, misaligned_hint(view, facts), keys=("sample_from_anchor",))
+        view.note("DFT071", reason, misaligned_hint(view, facts), keys=("sample_from_anchor",), severity=severity)
         return
     if rule is None:
         return
     if rule.outcome is Outcome.MISALIGNED:
         reason = f"serves {algorithm_key} drafts in the bonus layout only ({rule.note})"
         view.fail(Outcome.MISALIGNED, reason)
-        view.note("DFT071", reason, misaligned_hint(view, facts), keys=("sample_from_anchor",))
+        view.note("DFT071", reason, misaligned_hint(view, facts), keys=("sample_from_anchor",), severity=severity)
     elif rule.outcome is Outcome.SERVED_WITH_PLUGIN:
         view.outcome = max(view.outcome, Outcome.SERVED_WITH_PLUGIN, key=RANK.__getitem__)
 

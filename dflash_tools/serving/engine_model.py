@@ -12,7 +12,7 @@ from typing import Any
 
 from dflash_tools import dialects
 from dflash_tools.draft.description import DraftDescription
-from dflash_tools.draft.geometry import Geometry, trained_layout
+from dflash_tools.draft.geometry import Geometry, decide_layout
 from dflash_tools.draft.target import TargetSpec
 from dflash_tools.engine_rules import EngineRules, Layout, Outcome
 from dflash_tools.findings import Finding, Severity, make_finding
@@ -34,6 +34,8 @@ class DraftFacts:
     """One draft as every engine view needs it, read once from an inspect report.
 
     `trained_*` are what the draft was trained with, as inspect decided it (None: unknown);
+    `trained_layout_unknown`: the evidence about the layout disagrees (both readings are possible),
+    `trained_layout_stated`: the file declares it (a layout only inferred never raises an error);
     `target_*` come from `--target` (None without it). `draft` is what the launch line names.
     """
 
@@ -60,6 +62,8 @@ class DraftFacts:
     # The decoder's attention per layer as the dialect reads it (speculators: from
     # transformer_layer_config), not the config's top level; None when unknown.
     layer_types: tuple[str, ...] | None = None
+    trained_layout_unknown: bool = False
+    trained_layout_stated: bool = True
 
     @property
     def trained_layout(self) -> Layout | None:
@@ -100,10 +104,13 @@ class DraftFacts:
         # Without a description (a config too broken to read) the dialect still says what its drafts are.
         algorithm = desc.algorithm if desc is not None else (dialect.algorithm if dialect else None)
         sfa: bool | None = None
+        unknown, stated = False, True
         if geometry is not None:
-            sfa = geometry.sample_from_anchor
+            sfa = geometry.sample_from_anchor if geometry.layout_known else None
+            unknown, stated = not geometry.layout_known, geometry.layout_stated
         elif desc is not None:
-            sfa = trained_layout(desc)[0]
+            layout = decide_layout(desc)
+            sfa, unknown, stated = layout.sample_from_anchor, not layout.known, layout.stated
         architectures = config.get("architectures")
         architecture = architectures[0] if isinstance(architectures, list) and architectures else None
         nested = config.get("dflash_config") if isinstance(config.get("dflash_config"), dict) else {}
@@ -120,7 +127,8 @@ class DraftFacts:
             domino=domino,
             trained_sample_from_anchor=sfa,
             trained_block_size=geometry.block_size if geometry else None,
-            trained_max_tokens=geometry.max_speculative_tokens if geometry else None,
+            # An unknown layout leaves K_max unknown: B - 1 or B.
+            trained_max_tokens=geometry.max_speculative_tokens if geometry and geometry.layout_known else None,
             requested_tokens=requested,
             trained_layer_ids=list(desc.target_layer_ids) if desc is not None else None,
             num_draft_layers=desc.decoder.num_hidden_layers if desc is not None else None,
@@ -135,6 +143,8 @@ class DraftFacts:
             layer_types=tuple(desc.decoder.layer_types)
             if desc is not None and desc.decoder.layer_types is not None
             else None,
+            trained_layout_unknown=unknown,
+            trained_layout_stated=stated,
         )
 
 

@@ -157,7 +157,7 @@ def finding_tokens(report: dict[str, object]) -> tuple[set[str], set[str]]:
 @pytest.mark.parametrize("columns", WIDTHS)
 def test_several_sources(columns: int, tmp_path: Path) -> None:
     code, lines = run_in_pty(["inspect", *SEVERAL], columns, tmp_path)
-    assert code == 1
+    assert code == 0  # warnings only: the legacy example's DFT012 rests on an inferred layout
     reports = json_of(["inspect", *SEVERAL], tmp_path)
     assert isinstance(reports, list)
     tokens = set(SEVERAL)
@@ -176,7 +176,9 @@ def test_several_sources(columns: int, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("columns", WIDTHS)
-@pytest.mark.parametrize("source", ["example:speculators-dflash-legacy", "example:dspark-native"])
+# dspark-native's only fix was writing the layout its dialect assumes: no fix line writes a layout
+# that no evidence supports (issue 32), so it has none now.
+@pytest.mark.parametrize("source", ["example:speculators-dflash-legacy"])
 def test_one_source_with_fixes(columns: int, source: str, tmp_path: Path) -> None:
     code, lines = run_in_pty(["inspect", source], columns, tmp_path)
     report = json_of(["inspect", source], tmp_path)

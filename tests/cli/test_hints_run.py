@@ -99,7 +99,9 @@ def test_inspect_fix_commands_run(name: str, tmp_path: Path, monkeypatch: pytest
 def test_the_examples_with_fixes_are_covered() -> None:
     """The parametrized test above runs fix commands, not nothing: at least these carry one."""
     with_fixes = {name for name in list_examples() if any(hint_commands(h) for h in inspect_hints(f"example:{name}"))}
-    assert {"speculators-dflash-legacy", "dspark-native"} <= with_fixes
+    assert {"speculators-dflash-legacy"} <= with_fixes
+    # dspark-native's layout is only its dialect's default: no fix line writes it (issue 32).
+    assert "dspark-native" not in with_fixes
 
 
 def test_every_bundled_example_is_listed_and_inspectable() -> None:
@@ -172,7 +174,7 @@ def test_a_typo_of_a_local_folder_says_so(tmp_path: Path, monkeypatch: pytest.Mo
         assert "hf download" not in stderr
 
 
-@pytest.mark.parametrize("name", ["speculators-dflash-legacy", "dspark-native"])
+@pytest.mark.parametrize("name", ["speculators-dflash-legacy"])
 def test_the_printed_fix_lines_run_one_after_another(
     name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -132,7 +132,7 @@ def test_environment_variable_asks_for_json_too(tmp_path: Path) -> None:
     ("args", "exit_code"),
     [
         (["inspect", "example:zlab-dflash2"], 0),
-        (["inspect", "example:speculators-dflash-legacy"], 1),
+        (["inspect", "example:speculators-dflash-legacy", "--fail-on", "warning"], 1),
         (["inspect", "example:zlab-dflash2", "./nope"], 2),
         (["convert", "example:zlab-dflash2", "--check"], 1),
         (["convert", "example:zlab-dflash2", "-o", "out"], 0),

@@ -603,3 +603,20 @@ def test_source_is_unchanged_by_every_kind_of_run(make_checkpoint: CheckpointFac
     convert_checkpoint(str(source), tmp_path / "c", dry_run=True)
     assert tree_hashes(source) == before
     assert {p.name: p.stat().st_mtime_ns for p in source.iterdir()} == {n: s.st_mtime_ns for n, s in stats.items()}
+
+
+def test_decisions_say_which_evidence_wrote_the_layout(make_checkpoint: CheckpointFactory, tmp_path: Path) -> None:
+    """A layout settled by evidence is written with the evidence named and no flip suggested; only a
+    layout nothing but the default says names the flag for the other one (issue 32)."""
+    legacy = plan_conversion("example:speculators-dflash-legacy")
+    (settled,) = [d for d in legacy.decisions if d.key == "sample_from_anchor"]
+    assert settled.source == "inferred" and "PR #760" in settled.message
+    assert "--sample-from-anchor" not in settled.message
+    assumed = make_checkpoint("zlab-dflash", spec=replace(testing.TINY, sample_from_anchor=None))
+    (default,) = [d for d in plan_conversion(str(assumed)).decisions if d.key == "sample_from_anchor"]
+    assert default.source == "default" and "--sample-from-anchor" in default.message
+
+
+def test_a_layout_flag_against_the_evidence_is_said_aloud(tmp_path: Path) -> None:
+    plan = plan_conversion("example:speculators-dflash-legacy", sample_from_anchor=True)
+    assert any("contradicts the evidence" in w and "PR #760" in w for w in plan.warnings)

@@ -109,7 +109,8 @@ def test_two_declarations_that_disagree_are_an_error_naming_both(
     (conflict,) = [f for f in findings if f.code == "DFT010"]
     assert first in conflict.message and second in conflict.message
     assert len(conflict.keys) == 2 and all(key.startswith("dflash_config.") for key in conflict.keys)
-    assert source == "explicit"
+    # The file says both: the layout is unknown, and no fix line writes either (issue 32).
+    assert source == "unknown" and "--compare-layouts" in conflict.hint and "dflash-tools convert" not in conflict.hint
 
 
 def test_disagreement_across_places_names_where_each_sits() -> None:
