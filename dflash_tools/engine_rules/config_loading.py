@@ -364,6 +364,7 @@ def _fill(key: str, rule: dict[str, Any], config: dict[str, Any]) -> Any:
     if "value" in rule:
         value = rule["value"]
         if key == "rope_parameters" and isinstance(value, dict):
+            value = {**value, **{name: config[name] for name in rule.get("merges", ()) if name in config}}
             theta_key = rule.get("theta_from")
             if theta_key is not None and theta_key in config:
                 return _with_theta(value, config[theta_key])

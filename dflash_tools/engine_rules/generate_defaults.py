@@ -109,10 +109,10 @@ def fetch_wheel(requirement: str, folder: Path) -> Path:
     return next(folder.glob(f"{name}-*.whl"))
 
 
-def transformers_json(version: str, scratch: Path) -> dict[str, Any]:
-    """The table of transformers `version` (installed here, or its wheel unpacked in `scratch`)."""
-    path = None
-    if installed_version("transformers") != version:
+def transformers_json(version: str, scratch: Path, path: Path | None = None) -> dict[str, Any]:
+    """The table of transformers `version`: from `path` (a folder holding that transformers, put
+    first on the path), the one installed here, or its wheel unpacked in `scratch`."""
+    if path is None and installed_version("transformers") != version:
         wheel = fetch_wheel(f"transformers=={version}", scratch / "wheels")
         path = scratch / f"transformers-{version}"
         with zipfile.ZipFile(wheel) as archive:
@@ -241,16 +241,27 @@ def _names(node: ast.expr | None) -> list[str]:
     return [element.id for element in getattr(node, "elts", []) if isinstance(element, ast.Name)]
 
 
-def sglang_json(version: str, wheel: Path, transformers_classes: dict[str, str]) -> dict[str, Any]:
-    """SGLang `version`'s config-loading facts from its wheel (`transformers_classes`: the model
-    types of transformers' classes, for registry entries SGLang takes from transformers)."""
-    with zipfile.ZipFile(wheel) as archive:
-        sources = {
-            name: ast.parse(archive.read(name).decode("utf-8"))
-            for name in archive.namelist()
-            if name.endswith(".py") and (name.startswith("sglang/srt/configs/") or name == _SGLANG_COMMON)
+def _package_files(location: Path) -> dict[str, str]:
+    """The .py files of a wheel, or of a folder holding the unpacked package, by their path."""
+    if location.is_dir():
+        return {
+            path.relative_to(location).as_posix(): path.read_text(encoding="utf-8") for path in location.rglob("*.py")
         }
-        config_tree = ast.parse(archive.read(_SGLANG_CONFIG).decode("utf-8"))
+    with zipfile.ZipFile(location) as archive:
+        return {name: archive.read(name).decode("utf-8") for name in archive.namelist() if name.endswith(".py")}
+
+
+def sglang_json(version: str, wheel: Path, transformers_classes: dict[str, str]) -> dict[str, Any]:
+    """SGLang `version`'s config-loading facts from its wheel or unpacked folder
+    (`transformers_classes`: the model types of transformers' classes, for registry entries
+    SGLang takes from transformers)."""
+    files = _package_files(wheel)
+    sources = {
+        name: ast.parse(text)
+        for name, text in files.items()
+        if name.startswith("sglang/srt/configs/") or name == _SGLANG_COMMON
+    }
+    config_tree = ast.parse(files[_SGLANG_CONFIG])
     common = sources[_SGLANG_COMMON]
     model_types = {**{cls: mt for mt, cls in transformers_classes.items()}, **_class_model_types(sources)}
     tuples = {

@@ -8,7 +8,7 @@ Two questions, each a function and a command of `python -m dflash_tools.engine_r
   that leaves a key out (`describe_class`), and every model_type `AutoConfig` knows. The
   generator (`generate_defaults`) writes that into `engine_rules/generated/` for the transformers
   version an engine release pins, so that `inspect --engine` answers without transformers.
-- `read`: `AutoConfig.from_pretrained` on one config (written to a temporary folder, as an engine
+- `read` (`read-many`: several, by name): `AutoConfig.from_pretrained` on one config (written to a temporary folder, as an engine
   loads it from the draft's folder): the class it picks and the values of `FILL_KEYS` the config
   leaves out, or the error it raises. `inspect --engine` asks this of an installed transformers
   that an engine release would run with but that has no generated table, and the tiers compare
@@ -53,9 +53,13 @@ INPUT_TRIALS: dict[str, Any] = {
     "max_window_layers": 1,
     "sliding_window_pattern": 2,
     "rope_theta": 123456.0,
+    "partial_rotary_factor": 0.375,
     "layer_types": "every-layer-sliding",  # a list as long as the probe's layers
     "head_dim": 48,
 }
+
+# Legacy top-level RoPE keys a config class may copy into rope_parameters.
+MERGED_ROPE_KEYS = ("partial_rotary_factor",)
 
 # The (hidden_size, num_attention_heads, num_hidden_layers) of the probes: the quotient differs
 # between them (64, 192), so a computed head_dim is told from a constant one.
@@ -152,6 +156,17 @@ def _rule(key: str, base: list[tuple[tuple[int, int, int], Any]]) -> dict[str, A
     return rule
 
 
+def _lands(base: list[tuple[Any, Any]], changed: list[tuple[Any, Any]], name: str) -> bool:
+    """Whether the trial value of `name` lands in rope_parameters as it is, changing nothing else."""
+    before = [_filled(a, "rope_parameters") for _, a in base]
+    after = [_filled(b, "rope_parameters") for _, b in changed]
+    if not all(isinstance(x, dict) for x in [*before, *after]):
+        return False
+    rest = [{k: v for k, v in d.items() if k != name} for d in after]
+    trimmed = [{k: v for k, v in d.items() if k != name} for d in before]
+    return rest == trimmed and all(d.get(name) == INPUT_TRIALS[name] for d in after)
+
+
 def describe_class(model_type: str) -> dict[str, Any]:
     """What the config class of `model_type` fills into a config that leaves out each of `FILL_KEYS`.
 
@@ -192,6 +207,10 @@ def describe_class(model_type: str) -> dict[str, Any]:
             takes_theta = all(_theta(b) == INPUT_TRIALS[name] for _, b in changed)
             if key == "rope_parameters" and name == "rope_theta" and not differs and takes_theta:
                 fills[key]["theta_from"] = name
+                continue
+            # Likewise a legacy top-level RoPE key that lands in the dict as it is.
+            if key == "rope_parameters" and name in MERGED_ROPE_KEYS and _lands(base, changed, name):
+                fills[key].setdefault("merges", []).append(name)
                 continue
             if key == "rope_parameters":
                 differs = differs or [_theta(a) for _, a in base] != [_theta(b) for _, b in changed]
@@ -268,9 +287,12 @@ def main(argv: list[str] | None = None) -> int:
         answer = table(list(request["model_types"]))
     elif args == ["read"]:
         answer = read(request["config"])
+    elif args == ["read-many"]:
+        answer = {name: read(config) for name, config in request["configs"].items()}
     else:
         print(
-            "usage: python -m dflash_tools.engine_rules.transformers_probe table|read < request.json", file=sys.stderr
+            "usage: python -m dflash_tools.engine_rules.transformers_probe table|read|read-many < request.json",
+            file=sys.stderr,
         )
         return 2
     json.dump(answer, sys.stdout, sort_keys=True)
