@@ -21,6 +21,7 @@ from typing import Any
 
 from dflash_tools.engine_rules import Outcome
 from dflash_tools.engine_rules.config_loading import AUTO_CONFIG_CITE, ConfigLoading, Resolution
+from dflash_tools.engine_rules.transformers_probe import FILL_KEYS, stated
 from dflash_tools.serving.engine_model import DraftFacts, EngineView
 
 # How long the installed transformers may take to answer (it imports torch) before the table answers.
@@ -99,13 +100,8 @@ def defaults_step(resolution: Resolution, config: dict[str, Any]) -> dict[str, A
     decided: dict[str, Any] = {"by": how, "filled": resolution.filled}
     if resolution.not_tabulated:
         decided["not_tabulated"] = list(resolution.not_tabulated)
-    return _step(
-        "defaults",
-        source,
-        {"keys_left_out": sorted(resolution.filled) + [key for key in resolution.not_tabulated if key != "*"]},
-        decided,
-        PASSED,
-    )
+    left_out = [key for key in FILL_KEYS if not stated(config, key)]
+    return _step("defaults", source, {"keys_left_out": left_out}, decided, PASSED)
 
 
 def notable_fills(resolution: Resolution, config: dict[str, Any]) -> list[tuple[str, str]]:
