@@ -33,4 +33,8 @@ export DFLASH_TOOLS_SGLANG_DEPS="$scratch/deps"
 "$VENV/bin/python" -m pip install --quiet --no-deps --target "$DFLASH_TOOLS_SGLANG_DEPS" \
     msgspec==0.23.0 openai==2.8.0 httpx==0.29.0 httpcore==1.0.9 jiter==0.19.0 distro==1.9.0 \
     sniffio==1.3.1 certifi==2026.10.19.post1
+# The transformers the wheel pins (its Requires-Dist), without dependencies, into a folder of its
+# own: the config-loading tests put it first on their probes' path (test_sglang_config_loading.py).
+export DFLASH_TOOLS_SGLANG_TRANSFORMERS="$scratch/transformers"
+"$VENV/bin/python" -m pip install --quiet --no-deps --target "$DFLASH_TOOLS_SGLANG_TRANSFORMERS" transformers==5.19.0
 "$VENV/bin/python" -m pytest -p no:cacheprovider --basetemp "$scratch/pytest" -m real_sglang tests/real_sglang "$@"

@@ -112,6 +112,14 @@ _CATALOGUE: tuple[CodeInfo, ...] = (
     ),
     CodeInfo("DFT076", Severity.INFO, "served as trained only with the dflash-tools vLLM plugin on the serving host"),
     CodeInfo(
+        "DFT078", Severity.ERROR, "the engine cannot load the config (an unknown or missing model_type, at config load)"
+    ),
+    CodeInfo(
+        "DFT079",
+        Severity.WARNING,
+        "the config class its model_type selects fills keys the config leaves out, and they change the draft",
+    ),
+    CodeInfo(
         "DFT080",
         Severity.ERROR,
         "max_num_batched_tokens is below max_num_seqs x the draft's query positions (the draft pass runs fewer "

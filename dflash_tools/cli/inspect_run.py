@@ -355,6 +355,7 @@ _OUTCOME_STYLE = {
     "misaligned": "bold red",
     "refused": "bold red",
     "unsupported": "bold red",
+    "wont-load": "bold red",
 }
 
 
@@ -369,6 +370,8 @@ def _engine_cells(view: dict[str, Any]) -> list[tuple[str, str]]:
     ids = view["target_layer_ids"]
     return [
         ("serves", view["outcome"]),
+        ("stops at", view.get("stopped_at") or "-"),
+        ("defaults", _defaults_cell(view.get("filled_defaults"))),
         ("layout", view["layout"] or "-"),
         ("block", with_source(view["block_size"], view["block_size_source"])),
         ("K", str(view["draft_tokens"]) if view["draft_tokens"] is not None else "-"),
@@ -376,6 +379,15 @@ def _engine_cells(view: dict[str, Any]) -> list[tuple[str, str]]:
         ("mask id", str(view["mask_token_id"]) if view["mask_token_id"] is not None else "-"),
         ("as trained", "yes" if view["matches_training"] else "no"),
     ]
+
+
+def _defaults_cell(filled: dict[str, Any] | None) -> str:
+    """How many keys the config class fills in, and which class: `4 by GptOss` (GptOssConfig)."""
+    if not filled or not filled.get("by"):
+        return "-"
+    name = str(filled["by"]).split(" ")[-1].removesuffix("Config")
+    count = "?" if "*" in filled.get("not_tabulated", []) else str(len(filled.get("values") or {}))
+    return f"{count} by {name}"
 
 
 def render_engines(console: Console, engines: dict[str, dict[str, Any]]) -> None:

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from dflash_tools.engine_rules.config_loading import ConfigLoading
+
 
 class Layout(StrEnum):
     """Which query slot predicts what (docs/inspect.md, "Geometry")."""
@@ -38,6 +40,9 @@ class Outcome(StrEnum):
     # The release has a loader for the draft's architecture, but dflash-tools reads no config of it:
     # nothing about how it is served is checked (DFT008).
     UNCHECKED = "unchecked"
+    # The engine cannot load the config at all: config resolution raises before any draft code
+    # runs (an unknown or missing model_type; `config_loading`, DFT078).
+    WONT_LOAD = "wont-load"
 
 
 @dataclass(frozen=True)
@@ -305,6 +310,9 @@ class EngineRules:
     derive_target_layer_ids: Callable[[int, int], list[int]] | None = None
     # The release captures the ids sorted and without duplicates, whatever order the config uses.
     captures_sorted: bool = False
+    # How the release loads a draft's config.json before any of the rules above apply: its config
+    # registries, the transformers it pins (`config_loading.ConfigLoading`).
+    config_loading: ConfigLoading | None = None
 
     @property
     def plugin_supported(self) -> bool:
@@ -401,7 +409,8 @@ class EngineRules:
             *self.serving_rules,
             *self.v2_only,
         ]
-        return [item.cite for item in items]
+        loading = self.config_loading.cites() if self.config_loading is not None else []
+        return [*(item.cite for item in items), *loading]
 
 
 def routes_of(architectures: tuple[Architecture, ...], paths: dict[str, str]) -> tuple[Route, ...]:

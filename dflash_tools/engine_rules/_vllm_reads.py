@@ -37,6 +37,9 @@ _REGISTRY = "vllm/model_executor/models/registry.py"
 _BEAM = "vllm/models/beam/nvidia/dflash2.py"
 _INTERFACES = "vllm/model_executor/models/interfaces.py"
 
+# Where every vLLM release with a table loads a draft's config.json (engine_rules.config_loading).
+CONFIG_PARSER = "vllm/transformers_utils/config.py: HFConfigParser.parse"
+
 
 def default_capture_layer_ids(num_target_layers: int, num_draft_layers: int) -> list[int]:
     """The layers vLLM captures when the config names none, as z-lab ids: one less than the

@@ -8,12 +8,14 @@ code does not do.
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from dflash_tools.engine_rules import ENGINE_RULES
 from dflash_tools.engine_rules._model import EngineRules, WhenMissing
+from dflash_tools.engine_rules.config_loading import AUTO_CONFIG_CITE, ConfigLoading, transformers_table
 
 _HEAD = """# What each engine release does with a draft
 
@@ -32,8 +34,17 @@ K tokens; *anchor-first*: every position drafts, K positions for K tokens. Outco
 `refused` (the engine fails loudly), `misaligned` (served without an error in another layout
 than trained: acceptance collapses while the output stays correct), `unsupported` (no loader),
 `served-wrong` (served without an error, but keys or weights are dropped), `unchecked` (the
-release has a loader for the architecture, and dflash-tools reads no config of it: DFT008).
-Every rule cites the file of the released wheel it comes from (and the function, where one).
+release has a loader for the architecture, and dflash-tools reads no config of it: DFT008),
+`wont-load` (the engine cannot load the config at all: an unknown or missing `model_type`,
+DFT078). Every rule cites the file of the released wheel it comes from (and the function, where one).
+
+*Loading the config* is the first step of each release's load path: which config class the
+draft's config.json becomes (the release's own registries, then transformers' `AutoConfig` for
+the transformers the release requires), which fills every key the file leaves out. The
+registries and the defaults are generated from the released wheels
+(`python -m dflash_tools.engine_rules.generate_defaults`, never by hand; the tiers regenerate and
+compare); *transformers' defaults* at the end lists what the config classes drafts declare fill
+in (DFT079 where that changes the draft).
 
 *Architectures* lists every DFlash-family architecture the release registers, and which
 dialect reads its configs (docs/adding-a-dialect.md); the real-engine tiers compare the list
@@ -68,8 +79,114 @@ def _default(rule_default: Any, when_missing: WhenMissing) -> str:
     return "" if rule_default is None else f"`{rule_default}`"
 
 
+def _loading(loading: ConfigLoading) -> list[str]:
+    data = loading.release_data
+    table = loading.transformers_data
+    rows: list[tuple[str, str, str]] = []
+    how = "`model_type`"
+    if loading.speculators_detection:
+        how += "; absent: `speculators` when the config has `speculators_config`"
+    mapped = ", ".join(f"`{a}` → `{m}`" for a, m in loading.architecture_model_types.items())
+    if mapped:
+        how += f"; {'before it' if loading.architecture_first else 'absent: from'} `architectures[0]`: {mapped}"
+    rows.append(("model_type", how, loading.parser))
+    if loading.speculative:
+        speculative = ", ".join(f"`{m}` ({c})" for m, c in loading.speculative.items())
+        known = ", ".join(f"`{t}`" for t in loading.speculators_model_types)
+        rows.append(
+            (
+                "its speculative config classes",
+                f"{speculative}; the speculators class translates the file, `speculators_model_type` one of {known}",
+                data["cites"][1] if len(data.get("cites", [])) > 1 else "",
+            )
+        )
+    rows.append(
+        (
+            "its config registry",
+            f"{len(loading.registry)} model_types, loaded with its own class: "
+            + ", ".join(f"`{m}`" for m in loading.registry),
+            data["cites"][0] if data.get("cites") else "",
+        )
+    )
+    if loading.auto_config_extra:
+        rows.append(
+            (
+                "registered with AutoConfig only",
+                ", ".join(f"`{m}`" for m in loading.auto_config_extra),
+                data["cites"][0] if data.get("cites") else "",
+            )
+        )
+    rows.append(
+        (
+            "transformers",
+            f"requires `{loading.transformers}`; every other model_type through `AutoConfig` (an unknown or missing "
+            f"one raises: wont-load); defaults from transformers {loading.table} ({len(table['model_types'])} "
+            f"model_types known, {len(table['classes'])} classes' defaults tabulated)",
+            AUTO_CONFIG_CITE,
+        )
+    )
+    return ["### Loading the config", "", *_table(("step", "what the release does", "from"), rows)]
+
+
+def _fill_cell(entry: dict[str, Any], key: str) -> str:
+    rule = entry.get("fills", {}).get(key)
+    if rule is None:
+        return "?"
+    if rule.get("absent"):
+        return "-"
+    if "period" in rule:
+        short = {"sliding_attention": "S", "full_attention": "F", "linear_attention": "L", "indexed_attention": "I"}
+        return "repeats " + "".join(short.get(kind, "?") for kind in rule["period"])
+    if "derived" in rule:
+        return f"= {rule['derived']}"
+    if "value" in rule:
+        value = rule["value"]
+        if key == "rope_parameters" and isinstance(value, dict):
+            types = (
+                {value.get("rope_type")}
+                if "rope_type" in value
+                else {part.get("rope_type") for part in value.values() if isinstance(part, dict)}
+            )
+            return "/".join(sorted(str(t) for t in types)) + (f" x{value['factor']:g}" if "factor" in value else "")
+        return f"`{json.dumps(value)}`"
+    return "computed"
+
+
+def render_transformers_defaults() -> list[str]:
+    """What the config classes drafts declare fill in, per transformers version a release uses."""
+    lines = ["## transformers' defaults (generated)", ""]
+    lines += [
+        "What the config class of each model_type fills into a config that leaves the key out (`-`: the class "
+        "has no such attribute; `repeats SF`: the pattern over num_hidden_layers, S sliding_attention, F "
+        "full_attention, L linear_attention, I indexed_attention; `computed`: from other keys, not tabulated). *Depends on*: keys that change the fill "
+        "when the config sets them to another value than the class's (the fill is then not tabulated).",
+        "",
+    ]
+    keys = ("layer_types", "sliding_window", "head_dim", "rope_parameters", "attention_bias", "tie_word_embeddings")
+    for version in dict.fromkeys(
+        rules.config_loading.table for rules in ENGINE_RULES.values() if rules.config_loading is not None
+    ):
+        table = transformers_table(version)
+        lines += [f"### transformers {version}", ""]
+        rows = []
+        for model_type, entry in table["classes"].items():
+            depends = sorted({name for names in entry.get("inputs", {}).values() for name in names})
+            rows.append(
+                (
+                    _code(model_type),
+                    entry["class"],
+                    *(_fill_cell(entry, key) for key in keys),
+                    ", ".join(_code(name) for name in depends),
+                )
+            )
+        lines += _table(("model_type", "class", *keys, "depends on"), rows)
+    return lines
+
+
 def render_rules(rules: EngineRules) -> list[str]:
     lines = [f"## `{rules.spec}` (released {rules.released})", "", rules.summary, ""]
+    if rules.config_loading is not None:
+        lines += _loading(rules.config_loading)
     if rules.format_rules:
         lines += ["### Config formats", ""]
         lines += _table(
@@ -206,6 +323,7 @@ def render_markdown() -> str:
     lines = [_HEAD]
     for rules in ENGINE_RULES.values():
         lines += render_rules(rules)
+    lines += render_transformers_defaults()
     return "\n".join(lines).rstrip("\n") + "\n"
 
 

@@ -28,6 +28,7 @@ from dflash_tools.engine_rules._model import (
     WhenMissing,
     routes_of,
 )
+from dflash_tools.engine_rules.config_loading import ConfigLoading
 
 _UTILS = "sglang/srt/speculative/dflash_utils.py"
 _PARSE = f"{_UTILS}: parse_dflash_draft_config"
@@ -406,6 +407,15 @@ RULES = EngineRules(
         ),
     ),
     derive_target_layer_ids=derived_target_layer_ids,
+    # The wheel pins transformers==5.19.0 (its Requires-Dist), the table's version.
+    config_loading=ConfigLoading(
+        engine="sglang",
+        parser="sglang/srt/utils/hf_transformers/config.py: HfModelConfigParser.parse",
+        transformers="==5.19.0",
+        table="5.19.0",
+        generated="sglang-0.5.23.json",
+        architecture_first=True,
+    ),
     launch=(
         LaunchFlag("program", "python -m sglang.launch_server", "the server", "sglang/launch_server.py"),
         LaunchFlag("target", "--model-path", "the target model", "sglang/srt/arg_groups/fields/model.py"),

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dflash_tools.engine_rules import _vllm_architectures, _vllm_reads
 from dflash_tools.engine_rules._model import EngineRules, Layout, LayoutRule, Outcome, QueryCountSite
+from dflash_tools.engine_rules.config_loading import ConfigLoading
 
 _SPECULATOR = "vllm/v1/worker/gpu/spec_decode/dflash/speculator.py"
 
@@ -39,6 +40,15 @@ RULES = EngineRules(
     ),
     derive_target_layer_ids=_vllm_reads.default_capture_layer_ids,
     captures_sorted=True,
+    # The wheel's Requires-Dist; the table is the transformers .ci/requirements-vllm-RELEASE.txt pins.
+    config_loading=ConfigLoading(
+        engine="vllm",
+        parser=_vllm_reads.CONFIG_PARSER,
+        transformers=">=5.16.1,<5.21.0",
+        table="5.20.2",
+        generated="vllm-0.33.0.json",
+        speculators_detection=True,
+    ),
     launch=_vllm_reads.launch(runner_env=(_vllm_reads.V2_RUNNER_FLAG,)),
     layouts=(
         LayoutRule("dflash", Layout.BONUS, Outcome.SERVED, f"{_SPECULATOR}: DFlashSpeculator.__init__"),

@@ -20,6 +20,7 @@ from dflash_tools.engine_rules._model import (
     QueryCountSite,
     ServingRule,
 )
+from dflash_tools.engine_rules.config_loading import ConfigLoading
 
 _SPECULATOR = "vllm/v1/worker/gpu/spec_decode/dflash/speculator.py"
 _CONFIG = "vllm/v1/worker/gpu/spec_decode/dflash/config.py"
@@ -87,6 +88,15 @@ RULES = EngineRules(
     checks=_vllm_reads.checks(),
     derive_target_layer_ids=_vllm_reads.default_capture_layer_ids,
     captures_sorted=True,
+    # The wheel's Requires-Dist; the table is the transformers .ci/requirements-vllm-RELEASE.txt pins.
+    config_loading=ConfigLoading(
+        engine="vllm",
+        parser=_vllm_reads.CONFIG_PARSER,
+        transformers=">=5.16.1,<5.23.0",
+        table="5.20.2",
+        generated="vllm-0.34.0.json",
+        speculators_detection=True,
+    ),
     launch=_vllm_reads.launch(
         extra=(
             LaunchFlag(

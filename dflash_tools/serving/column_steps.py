@@ -8,6 +8,7 @@ compares what it serves with what the draft was trained with, and records what i
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from dflash_tools.dialects import spec_for_family
@@ -15,10 +16,12 @@ from dflash_tools.dialects.features import CONDITIONS, features_used
 from dflash_tools.dialects.features import outcome as feature_outcome
 from dflash_tools.draft.geometry import layout_name
 from dflash_tools.engine_rules import ENGINE_RULES, Layout, Outcome, WhenMissing
+from dflash_tools.engine_rules.config_loading import resolve
 from dflash_tools.findings import Severity
 from dflash_tools.serving.config_reads import as_int, find, int_list, lookup, num_hidden_layers, source_name
 from dflash_tools.serving.engine_checks import CHECKERS
 from dflash_tools.serving.engine_model import RANK, DraftFacts, EngineView
+from dflash_tools.serving.load_path import defaults_step, installed_reading, notable_fills, resolution_step
 
 # How hints name an engine.
 ENGINE_NAMES = {"sglang": "SGLang", "vllm": "vLLM"}
@@ -341,4 +344,62 @@ def matches_training(view: EngineView, facts: DraftFacts, ids_match: bool, mask_
         and view.draft_tokens <= k_max
         and ids_match
         and mask_match
+    )
+
+
+def config_resolution(view: EngineView, facts: DraftFacts) -> DraftFacts | None:
+    """The first steps of the release's load path (`serving.load_path`: (a) config resolution,
+    (b) the defaults its config class fills): None when the engine cannot load the config
+    (`wont-load`, DFT078); else the draft as the engine sees it, the filled values merged into
+    the config where the file leaves the keys out (DFT079 where they change the draft)."""
+    loading = view.rules.config_loading
+    if loading is None:
+        return facts
+    resolution = resolve(
+        facts.config, loading, draft=facts.draft or facts.source, installed=installed_reading(loading, facts.config)
+    )
+    view.resolution = resolution
+    view.load_path.append(resolution_step(loading, resolution))
+    if resolution.error is not None:
+        view.fail(Outcome.WONT_LOAD, resolution.error)
+        # A format the release reads nowhere (speculators on SGLang): converting it is the fix.
+        rule = view.rules.reads_format(facts.family) if facts.family is not None else None
+        unread = rule is not None and not rule.read
+        spec = spec_for_family(facts.family or "")
+        hint = spec.unread_hint(facts.algorithm) if unread and spec is not None and facts.algorithm else resolution.hint
+        view.note(
+            "DFT078",
+            f"cannot load the config ({resolution.fix_key}): {resolution.error}",
+            hint,
+            keys=(resolution.fix_key,) if resolution.fix_key else (),
+            values={"model_type": resolution.model_type, "transformers": resolution.transformers},
+        )
+        return None
+    view.load_path.append(defaults_step(resolution, facts.config))
+    notable = notable_fills(resolution, facts.config)
+    if notable:
+        where = f"transformers {resolution.transformers}" + (
+            ", the installed one" if resolution.source == "installed" else ", generated table"
+        )
+        view.note(
+            "DFT079",
+            f"{resolution.config_class} ({where}) fills keys the config leaves out, and they change what the draft "
+            f"computes: {'; '.join(text for _, text in notable)}",
+            "write the values the draft was trained with into config.json (the engine builds the draft from the "
+            "filled ones)",
+            keys=tuple(key for key, _ in notable),
+            values={
+                "config_class": resolution.config_class,
+                "filled": {key: resolution.filled[key] for key, _ in notable},
+            },
+        )
+    if not resolution.filled:
+        return facts
+    layer_types = resolution.filled.get("layer_types")
+    return replace(
+        facts,
+        config={**facts.config, **resolution.filled},
+        layer_types=tuple(layer_types)
+        if facts.layer_types is None and isinstance(layer_types, list)
+        else facts.layer_types,
     )

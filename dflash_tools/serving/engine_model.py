@@ -15,6 +15,7 @@ from dflash_tools.draft.description import DraftDescription
 from dflash_tools.draft.geometry import Geometry, decide_layout
 from dflash_tools.draft.target import TargetSpec
 from dflash_tools.engine_rules import EngineRules, Layout, Outcome
+from dflash_tools.engine_rules.config_loading import Resolution
 from dflash_tools.findings import Finding, Severity, make_finding
 from dflash_tools.inspect import InspectReport
 from dflash_tools.serving.launch import Launch
@@ -190,6 +191,9 @@ class EngineView:
     plugin: str | None = None  # vLLM: `plugin_state.engine_column_word` ("not needed", "needed", ...)
     installed: bool = False
     findings: list[Finding] = field(default_factory=list)
+    # The release's load path, step by step (`serving.load_path`), and how it resolved the config.
+    load_path: list[dict[str, Any]] = field(default_factory=list)
+    resolution: Resolution | None = None
 
     @property
     def spec(self) -> str:
@@ -227,6 +231,28 @@ class EngineView:
             "launch_placeholders": list(self.launch.placeholders) if self.launch is not None else None,
             "launch_command": self.launch.shell() if self.launch is not None else None,
             "findings": [f.code for f in self.findings],
+            "config_class": self.resolution.config_class if self.resolution is not None else None,
+            "filled_defaults": self.filled_defaults(),
+            "stopped_at": self.stopped_at,
+            "load_path": self.load_path,
+        }
+
+    @property
+    def stopped_at(self) -> str | None:
+        """The load-path step the engine stops at (None: it gets through, whatever it serves)."""
+        return next((step["step"] for step in self.load_path if step["status"] in ("stopped", "unchecked")), None)
+
+    def filled_defaults(self) -> dict[str, Any] | None:
+        """What the config class filled in (JSON `filled_defaults`); None before it loads."""
+        resolution = self.resolution
+        if resolution is None or not resolution.loads:
+            return None
+        return {
+            "by": resolution.config_class,
+            "transformers": resolution.transformers,
+            "source": resolution.source if resolution.by_transformers else None,
+            "values": resolution.filled,
+            "not_tabulated": list(resolution.not_tabulated),
         }
 
     # -- how the view records what it found ----------------------------------------------
@@ -267,4 +293,5 @@ RANK = {
     Outcome.MISALIGNED: 4,
     Outcome.REFUSED: 5,
     Outcome.UNSUPPORTED: 6,
+    Outcome.WONT_LOAD: 7,
 }

@@ -27,9 +27,10 @@ from dflash_tools.draft.target import TargetSpec
 from dflash_tools.engine_rules import ENGINE_RULES, EngineRules, get_rules, json_key, latest
 from dflash_tools.inspect import InspectReport, cap_findings, finish_findings, inspect_loaded
 from dflash_tools.reading.checkpoint import LoadedCheckpoint
-from dflash_tools.serving.column_steps import format_and_route
+from dflash_tools.serving.column_steps import config_resolution, format_and_route
 from dflash_tools.serving.engine_model import DraftFacts, EngineView
 from dflash_tools.serving.launch import LaunchSettings
+from dflash_tools.serving.load_path import later_steps
 from dflash_tools.serving.sglang_column import sglang_column
 from dflash_tools.serving.vllm_capability import VllmCapability
 from dflash_tools.serving.vllm_column import vllm_column
@@ -57,8 +58,14 @@ def engine_view(
     host). `settings`: what the serving plan adds to the launch line.
     """
     view = EngineView(rules=rules, installed=installed_vllm is not None)
-    if format_and_route(view, facts):
-        _COLUMNS[rules.engine](view, facts, installed_vllm, settings)
+    # The release's load path in order (serving.load_path): config resolution and the defaults
+    # its config class fills, then the dialect, the registry and the model's own reading.
+    loaded = config_resolution(view, facts)
+    reached = False
+    if loaded is not None and format_and_route(view, loaded):
+        reached = True
+        _COLUMNS[rules.engine](view, loaded, installed_vllm, settings)
+    view.load_path.extend(later_steps(view, loaded or facts, reached))
     return view
 
 

@@ -54,6 +54,10 @@ def test_the_sglang_column_agrees_with_sglang_on_the_corpus(
     theirs = sglang_reads(parsers, config)
     served = architecture in registered and not theirs.refused
     view = inspect_for_engines(load_checkpoint(str(entry.folder)), [SPEC]).extra["engines"]["sglang"]
+    if view["outcome"] == "wont-load":
+        # It stops at config load, before the parsers compared here run: the verdict is checked
+        # against transformers' AutoConfig in test_sglang_config_loading.py.
+        return
     if not served:
         assert view["outcome"] in ("refused", "unsupported"), (view["outcome"], view["refusal"])
         return

@@ -265,6 +265,10 @@ def test_the_sglang_column_agrees_with_sglangs_own_parser(parsers: dict[str, Any
         config = json.loads((folder / "config.json").read_text())
         theirs = sglang_reads(parsers, config)
         view = inspect_for_engines(load_checkpoint(str(folder)), ["sglang==0.5.23"]).extra["engines"]["sglang"]
+        if view["outcome"] == "wont-load":
+            # It stops at config load, before these parsers run: test_sglang_config_loading.py
+            # checks that verdict against transformers' AutoConfig on the same cases.
+            continue
         if theirs.refused:
             assert view["outcome"] in ("refused", "unsupported"), (name, view["outcome"], view["refusal"])
             continue
