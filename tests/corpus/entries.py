@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 CORPUS = Path(__file__).parent
-CLASSES = ("published", "edited", "unpublished")
+CLASSES = ("published", "edited", "unpublished", "framework")
 
 
 @dataclass(frozen=True)

@@ -53,7 +53,23 @@ DIALECTS = {
     "published/z-lab__Qwen3.8-27B-DFlash2__50307d4c": "zlab-dflash2",
     "unpublished/minimax-m27-dflash-end-to-end-DRAFT": "speculators-dflash",
     "unpublished/speculators-issue-613__qwen36-35b-dflash": "speculators-dflash",
+    "edited/RedHatAI__GLM-5.2-speculator.dspark__sglang-test-dict": "speculators-dspark",
+    "framework/lightseekorg__TorchSpec__6f21829c-dflash_draft_config": "zlab-dflash",
+    # Domino: no dialect, and no engine release registers DominoDraftModel (DFT002).
+    "framework/lightseekorg__TorchSpec__afe66884-domino_draft_config": None,
+    "framework/lightseekorg__TorchSpec__37a86412-glm52_dspark_draft_config": "dspark-native",
+    # K3DSparkModel: vLLM registers it, no dialect reads it (DFT008).
+    "framework/lightseekorg__TorchSpec__7f1e0906-kimi_k3_dspark_mla": None,
+    "framework/lightseekorg__TorchSpec__a31111ee-kimi_k3_dflash2_mla_swa": "zlab-dflash2",
+    "framework/lightseekorg__TorchSpec__86083849-qwen3_8b_dflash": "zlab-dflash",
+    "framework/lightseekorg__TorchSpec__d9069939-qwen3_8_27b_dspark_draft": "dspark-native",
+    "framework/sgl-project__SpecForge__b3d2401f-qwen3-8b-dflash": "zlab-dflash",
+    "framework/sgl-project__SpecForge__4e3f4555-qwen3-8b-dspark": "dspark-native",
+    "framework/sgl-project__SpecForge__a5200182-glm-5.2-dspark": "dspark-native",
+    "framework/sgl-project__SpecForge__5943b2f6-qwen3.6-27b-dflash2": "zlab-dflash2",
 }
+# Architectures no engine release registers: the tool names the markers it looked for (DFT002).
+UNREGISTERED = {"DominoDraftModel"}
 
 # Translations convert refuses, and the phrase that says why (docs/rules.md, "Dialects").
 REFUSED_TRANSLATIONS = {
@@ -133,7 +149,7 @@ def test_inspect_reads_every_file(entry: Entry) -> None:
     for finding in report.findings:
         if finding.severity.value == "error":
             assert finding.keys or finding.file, (finding.code, finding.message)
-    if entry.architecture is not None:
+    if entry.architecture is not None and entry.architecture not in UNREGISTERED:
         assert "DFT002" not in {f.code for f in report.findings}
     if published(entry):
         assert report.description is not None and report.ok, [f.message for f in report.findings]
@@ -206,6 +222,14 @@ def translatable(entry: Entry) -> bool:
 
 
 ROUND_TRIPS = [e for e in CONVERTIBLE if translatable(e) and e.dir not in REFUSED_TRANSLATIONS]
+# Round trips that give back the normalized config but not its bytes (strict xfails: a bug in
+# convert, reported; delete the entry when it is fixed).
+BYTES_DIFFER = {
+    "framework/lightseekorg__TorchSpec__a31111ee-kimi_k3_dflash2_mla_swa": (
+        "convert's translation back to z-lab renders the one-line lists of the source (architectures, "
+        "dflash_config.target_layer_ids) one item per line, where normalizing keeps them on one line"
+    ),
+}
 
 
 @pytest.mark.parametrize("entry", ROUND_TRIPS, ids=lambda e: e.dir)
@@ -226,7 +250,15 @@ def test_round_trip_gives_back_the_normalized_config(entry: Entry, tmp_path: Pat
     assert back == json.loads((tmp_path / "normalized" / "config.json").read_text())
 
 
-@pytest.mark.parametrize("entry", ROUND_TRIPS, ids=lambda e: e.dir)
+@pytest.mark.parametrize(
+    "entry",
+    [
+        pytest.param(e, id=e.dir, marks=[pytest.mark.xfail(strict=True, reason=BYTES_DIFFER[e.dir])])
+        if e.dir in BYTES_DIFFER
+        else pytest.param(e, id=e.dir)
+        for e in ROUND_TRIPS
+    ],
+)
 def test_round_trip_gives_back_the_normalized_bytes(entry: Entry, tmp_path: Path) -> None:
     source = copy_of(entry, tmp_path / "source")
     home = "zlab" if other_family(entry) == "speculators" else "speculators"
