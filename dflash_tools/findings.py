@@ -100,6 +100,16 @@ _CATALOGUE: tuple[CodeInfo, ...] = (
     ),
     CodeInfo("DFT076", Severity.INFO, "served as trained only with the dflash-tools vLLM plugin on the serving host"),
     CodeInfo(
+        "DFT078",
+        Severity.WARNING,
+        "the engine installed here could not be asked what it builds from the draft (or one of its steps)",
+    ),
+    CodeInfo(
+        "DFT079",
+        Severity.WARNING,
+        "the installed engine reads the draft differently from dflash-tools' table for its release",
+    ),
+    CodeInfo(
         "DFT080",
         Severity.ERROR,
         "max_num_batched_tokens is below max_num_seqs x the draft's query positions (the draft pass runs fewer "

@@ -363,10 +363,33 @@ def _engine_cells(view: dict[str, Any]) -> list[tuple[str, str]]:
     ]
 
 
+def _read_from_note(view: dict[str, Any]) -> str:
+    """Where a column read from the installed engine comes from (docs/inspect.md, "The installed
+    engine has the last word"); empty for a column of a table."""
+    read_from = view.get("read_from")
+    if not read_from:
+        return ""
+    spec = f"{view['engine']}=={view['version']}"
+    steps = (view.get("installed_reading") or {}).get("steps") or []
+    ran = [step["step"] for step in steps if step.get("status") == "ok"]
+    text = f"{spec}: read from {read_from} ({', '.join(ran) or 'no step ran'})"
+    if not view.get("has_table", True):
+        return text + f"; no table for this release: {view.get('table')}'s fills in what its code does not show"
+    disagreements = view.get("disagreements") or []
+    if disagreements:
+        fields = ", ".join(dict.fromkeys(d["field"] for d in disagreements))
+        return text + f"; it disagrees with the table on {fields} (DFT079), and its reading is shown"
+    return text + "; it agrees with the table"
+
+
 def render_engines(console: Console, engines: dict[str, dict[str, Any]]) -> None:
     """One column per engine release when it fits the width; else one block per release."""
     specs = list(engines)
     cells = {spec: _engine_cells(view) for spec, view in engines.items()}
+    notes = [note for note in (_read_from_note(view) for view in engines.values()) if note]
+    if notes:
+        for spec, view in engines.items():
+            cells[spec].append(("read from", "installed" if view.get("read_from") else "table"))
     labels = [label for label, _ in cells[specs[0]]]
     rows: list[list[str | Text]] = []
     for index, label in enumerate(labels):
@@ -380,13 +403,16 @@ def render_engines(console: Console, engines: dict[str, dict[str, Any]]) -> None
     table = plain_table(["", *names], rows)
     if fits(console, table):
         print_unpadded(console, table)
-        return
-    for spec, name in zip(specs, names, strict=True):
-        outcome = engines[spec]["outcome"]
-        print_line(console, Text.assemble((name, "bold"), "  ", (outcome, _OUTCOME_STYLE.get(outcome, ""))))
-        segments = [f"{label} {value}" for label, value in cells[spec][1:]]
-        for line in pack(segments, console_width(console), first="  ", indent="  "):
-            print_line(console, line)
+    else:
+        for spec, name in zip(specs, names, strict=True):
+            outcome = engines[spec]["outcome"]
+            print_line(console, Text.assemble((name, "bold"), "  ", (outcome, _OUTCOME_STYLE.get(outcome, ""))))
+            segments = [f"{label} {value}" for label, value in cells[spec][1:]]
+            for line in pack(segments, console_width(console), first="  ", indent="  "):
+                print_line(console, line)
+    for note in notes:
+        for line in wrap_words(printable(note), console_width(console)):
+            print_line(console, line, style="dim")
 
 
 def render_summary(
