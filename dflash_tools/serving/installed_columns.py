@@ -112,7 +112,8 @@ def vllm_request(loaded: LoadedCheckpoint, table_view: EngineView, facts: DraftF
     skip = ""
     if tokens is None and method != "dspark":
         skip = "K is unknown (vLLM needs num_speculative_tokens for this method): pass -k K"
-    folder = loaded.local_dir if loaded.kind != "hub" else None
+    # Absolute: the child runs in its own folder, where a relative path names nothing.
+    folder = loaded.local_dir.resolve() if loaded.kind != "hub" and loaded.local_dir is not None else None
     if folder is not None and _config_text(folder) != loaded.config_text:
         folder = None  # a config file of another name: vLLM reads config.json, so give it that text
     return DraftRequest(
