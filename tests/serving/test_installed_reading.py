@@ -11,7 +11,6 @@ itself runs here too, with this Python: where vLLM does not import, and where it
 from __future__ import annotations
 
 import json
-import os
 import stat
 import sys
 from dataclasses import replace
