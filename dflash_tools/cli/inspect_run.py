@@ -40,7 +40,13 @@ from dflash_tools.errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, DflashToolsE
 from dflash_tools.findings import Severity, brief_list
 from dflash_tools.inspect import InspectReport, inspect_loaded
 from dflash_tools.reading.source import load_checkpoint
-from dflash_tools.serving.engine_view import engine_choices, inspect_for_engines, resolve_engine_specs
+from dflash_tools.serving.engine_view import (
+    asks_installed_sglang,
+    engine_choices,
+    inspect_for_engines,
+    resolve_engine_specs,
+)
+from dflash_tools.serving.installed_sglang import detect_sglang
 from dflash_tools.serving.k_values import single_k
 from dflash_tools.serving.vllm_capability import detect_vllm
 
@@ -81,6 +87,7 @@ def run(args: InspectArgs) -> None:
         except ValueError as exc:
             raise UsageError(f"--engine {exc}", f"choose from: {', '.join(engine_choices())}") from None
         vllm = detect_vllm() if installed_vllm else None
+        sglang = detect_sglang() if asks_installed_sglang(args.engines or []) else None
 
         def run(name: str) -> InspectReport | DflashToolsError:
             try:
@@ -90,6 +97,7 @@ def run(args: InspectArgs) -> None:
                         loaded,
                         specs,
                         installed_vllm=vllm,
+                        installed_sglang=sglang,
                         target=target_spec,
                         target_name=args.target,
                         num_speculative_tokens=k,

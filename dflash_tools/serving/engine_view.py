@@ -30,8 +30,9 @@ from dflash_tools.inspect import InspectReport, cap_findings, finish_findings, i
 from dflash_tools.reading.checkpoint import LoadedCheckpoint
 from dflash_tools.serving.column_steps import format_and_route
 from dflash_tools.serving.engine_model import DraftFacts, EngineView
-from dflash_tools.serving.installed_columns import Reader, installed_column, vllm_reader
+from dflash_tools.serving.installed_columns import Reader, installed_column, sglang_reader, vllm_reader
 from dflash_tools.serving.installed_reading import InstalledEngineView
+from dflash_tools.serving.installed_sglang import InstalledSglang
 from dflash_tools.serving.installed_vllm import engine_reading_enabled
 from dflash_tools.serving.launch import LaunchSettings
 from dflash_tools.serving.sglang_column import sglang_column
@@ -126,6 +127,8 @@ def inspect_for_engines(
     target_name: str | None = None,
     num_speculative_tokens: int | None = None,
     installed_reader: Reader | None = None,
+    installed_sglang: InstalledSglang | None = None,
+    sglang_reader: Reader | None = None,
 ) -> InspectReport:
     """The inspect walk, then one `EngineView` per release: findings added, JSON `engines`.
 
@@ -134,7 +137,9 @@ def inspect_for_engines(
     plugin's real state, read from that vLLM's own config code (`installed_columns`), replacing
     the static column of the same release; a release without a table gets a column read from it.
     `installed_reader`: how that vLLM is asked (default: a child process per draft; the tiers
-    pass readings taken in one batch).
+    pass readings taken in one batch). `installed_sglang`: the SGLang installed here (`--engine
+    sglang` where it is: `asks_installed_sglang`), read the same way through `sglang_reader`
+    (default: its child process).
     """
     if installed_vllm is not None:
         report = inspect_for_vllm(loaded, installed_vllm, target=target, num_speculative_tokens=num_speculative_tokens)
@@ -148,6 +153,8 @@ def inspect_for_engines(
     unplaced: list[Finding] = []
     if installed_vllm is not None and installed_vllm.installed and installed_vllm.version:
         unplaced += _installed_vllm_view(views, loaded, facts, installed_vllm, installed_reader)
+    if installed_sglang is not None and (sglang_reader is not None or engine_reading_enabled()):
+        unplaced += _installed_sglang_view(views, loaded, facts, installed_sglang, sglang_reader)
     ordered = [spec for spec in ENGINE_RULES if spec in views] + [spec for spec in views if spec not in ENGINE_RULES]
     report.extra["engines"] = {_json_key(views[spec]): views[spec].to_dict() for spec in ordered}
     extra = [*unplaced, *(finding for spec in ordered for finding in views[spec].findings)]
@@ -182,6 +189,32 @@ def _installed_vllm_view(
     if column.view is not None:
         views[spec] = column.view
     return column.findings
+
+
+def _installed_sglang_view(
+    views: dict[str, EngineView],
+    loaded: LoadedCheckpoint,
+    facts: DraftFacts,
+    installed: InstalledSglang,
+    reader: Reader | None,
+) -> list[Finding]:
+    """The installed SGLang's column into `views` (as `_installed_vllm_view`)."""
+    rules = get_rules(f"sglang=={installed.version}")
+
+    def build(table: EngineRules, view: EngineView | None) -> EngineView:
+        return engine_view(table, facts, view=view)
+
+    read = reader or sglang_reader(loaded, installed.version)
+    column = installed_column("sglang", installed.version, rules, facts, build, read)
+    spec = rules.spec if rules is not None else f"sglang=={installed.version}"
+    if column.view is not None:
+        views[spec] = column.view
+    return column.findings
+
+
+def asks_installed_sglang(values: list[str]) -> bool:
+    """`--engine sglang` (the bare name) also reads the SGLang installed here, where one is."""
+    return any(part.strip() == "sglang" for value in values for part in value.split(","))
 
 
 def _json_key(view: EngineView) -> str:

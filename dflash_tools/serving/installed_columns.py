@@ -29,6 +29,7 @@ from dflash_tools.serving.installed_reading import (
     disagreement_finding,
     disagreements,
 )
+from dflash_tools.serving.installed_sglang import read_installed_sglang
 from dflash_tools.serving.installed_vllm import DraftRequest, read_installed_vllm
 
 # Build(rules, view): the column of `rules` (into `view` when given, else a new EngineView).
@@ -102,24 +103,35 @@ def installed_column(
 # --------------------------------------------------------------------------------------------
 
 
+def _method(table_view: EngineView, facts: DraftFacts) -> str | None:
+    """The engine's path for the draft: the column's, else the table's route for its algorithm."""
+    if table_view.path is not None or facts.algorithm is None:
+        return table_view.path
+    route = table_view.rules.route(facts.algorithm)
+    return route.path if route is not None else None
+
+
+def _draft_location(loaded: LoadedCheckpoint) -> tuple[Path | None, str | None]:
+    """(a local folder whose config.json is the one inspect read, else None; the config's text)."""
+    # Absolute: the child runs in its own folder, where a relative path names nothing.
+    folder = loaded.local_dir.resolve() if loaded.kind != "hub" and loaded.local_dir is not None else None
+    if folder is not None and _config_text(folder) != loaded.config_text:
+        folder = None  # a config file of another name: the engine reads config.json, so give it that text
+    return folder, (loaded.config_text if folder is None else None)
+
+
 def vllm_request(loaded: LoadedCheckpoint, table_view: EngineView, facts: DraftFacts) -> DraftRequest:
     """What the child reads for this draft: the method and K the column's launch line gives."""
-    method = table_view.path
-    if method is None and facts.algorithm is not None:
-        route = table_view.rules.route(facts.algorithm)
-        method = route.path if route is not None else None
+    method = _method(table_view, facts)
     tokens = table_view.draft_tokens or facts.requested_tokens or facts.trained_max_tokens
     skip = ""
     if tokens is None and method != "dspark":
         skip = "K is unknown (vLLM needs num_speculative_tokens for this method): pass -k K"
-    # Absolute: the child runs in its own folder, where a relative path names nothing.
-    folder = loaded.local_dir.resolve() if loaded.kind != "hub" and loaded.local_dir is not None else None
-    if folder is not None and _config_text(folder) != loaded.config_text:
-        folder = None  # a config file of another name: vLLM reads config.json, so give it that text
+    folder, text = _draft_location(loaded)
     return DraftRequest(
         id="draft",
         folder=folder,
-        config_text=loaded.config_text if folder is None else None,
+        config_text=text,
         method=method,
         num_speculative_tokens=tokens,
         skip_engine=skip,
@@ -141,5 +153,28 @@ def vllm_reader(loaded: LoadedCheckpoint, version: str) -> Reader:
             return "the draft has no config.json to give it"
         run = read_installed_vllm([vllm_request(loaded, table_view, facts)], version=version)
         return run.readings.get("draft") or run.failure or "it returned nothing"
+
+    return read
+
+
+# --------------------------------------------------------------------------------------------
+# SGLang
+# --------------------------------------------------------------------------------------------
+
+
+def sglang_request(loaded: LoadedCheckpoint, table_view: EngineView, facts: DraftFacts) -> DraftRequest:
+    """What SGLang's child reads: the draft on the path (DFLASH, DSPARK) the table routes it to."""
+    folder, text = _draft_location(loaded)
+    return DraftRequest(id="draft", folder=folder, config_text=text, method=_method(table_view, facts))
+
+
+def sglang_reader(loaded: LoadedCheckpoint, version: str) -> Reader:
+    """Ask the SGLang installed here (`installed_sglang.read_installed_sglang`) about this draft."""
+
+    def read(table_view: EngineView, facts: DraftFacts) -> EngineReading | str:
+        if loaded.config_text is None and loaded.local_dir is None:
+            return "the draft has no config.json to give it"
+        readings, failure = read_installed_sglang([sglang_request(loaded, table_view, facts)], version=version)
+        return readings.get("draft") or failure or "it returned nothing"
 
     return read

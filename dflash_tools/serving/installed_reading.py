@@ -24,7 +24,12 @@ Nothing here imports an engine.
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
 from typing import Any
 
 from dflash_tools.draft.geometry import num_query_tokens
@@ -197,12 +202,18 @@ def disagreements(view: EngineView, reading: EngineReading) -> list[Disagreement
             engine = f"raises at {stopped.name}: {stopped.raised}"
             found.append(Disagreement("outcome", view.outcome.value, engine, _evidence(reading, stopped.name)))
         return found  # nothing after the step that raised was read
-    if view.outcome is Outcome.UNSUPPORTED and reading.built and reading.registered is not False:
-        engine = f"builds it (method {reading.method}, architecture {reading.architecture})"
-        found.append(Disagreement("outcome", view.outcome.value, engine, _evidence(reading, "engine_config")))
+    if reading.registered is False:
+        if view.outcome.value not in STOPS:
+            engine = f"has no loader for architecture {reading.architecture or '(none named)'}"
+            found.append(Disagreement("outcome", view.outcome.value, engine, _evidence(reading, "registry")))
         return found
-    if view.path is None:
-        return found
+    if view.outcome is Outcome.UNSUPPORTED:
+        if reading.built and reading.registered is True:
+            engine = f"builds it (method {reading.method}, architecture {reading.architecture})"
+            found.append(Disagreement("outcome", view.outcome.value, engine, _evidence(reading, "engine_config")))
+        return found  # the table reads nothing further: no field to compare
+    if view.path is None or view.outcome is Outcome.UNCHECKED:
+        return found  # the table reads no config of it (DFT008): it claims nothing to compare
 
     def compare(name: str, table: Any, engine: Any, *steps: str) -> None:
         if engine is not None and table != engine:
@@ -305,7 +316,9 @@ def corrected_rules(
     and its loader (the format and the route, where the engine built a draft the table calls
     unsupported). Everything else stays the table's."""
     cite = f"the installed {reading.name}"
-    if reading.built and table_view.outcome is Outcome.UNSUPPORTED and reading.method and facts.algorithm:
+    loader = reading.built and reading.registered is True and reading.method is not None
+    if loader and table_view.outcome is Outcome.UNSUPPORTED and facts.algorithm:
+        assert reading.method is not None
         rules = _with_loader(rules, facts, reading.method, cite)
     path = table_view.path or reading.method
     layout = reading.sample_from_anchor
@@ -359,6 +372,11 @@ def apply_reading(view: EngineView, facts: DraftFacts, reading: EngineReading) -
         view.launch = None
         view.matches_training = False
         return
+    if reading.registered is False:
+        view.fail(Outcome.UNSUPPORTED, f"{reading.name} has no loader for the draft's architecture")
+        view.launch = None
+        view.matches_training = False
+        return
     if view.path is None:
         view.path = reading.method
     if view.layout is None and reading.layout is not None:
@@ -397,3 +415,47 @@ def reading_note(reading: EngineReading) -> str:
     if missing:
         text += "; not run here: " + ", ".join(f"{step.name} ({step.why})" for step in missing)
     return text
+
+
+# --------------------------------------------------------------------------------------------
+# Running an engine's child process
+# --------------------------------------------------------------------------------------------
+
+
+def run_child(
+    child: Path,
+    request: Path,
+    folder: Path,
+    *,
+    timeout_s: float,
+    python: str | None = None,
+    environ: dict[str, str] | None = None,
+) -> tuple[dict[str, Any] | None, str]:
+    """Run `python CHILD REQUEST RESULT` in `folder` (the private temporary folder that holds the
+    request); returns the result document it wrote (None: none) and why it failed ("" if it did
+    not). The engine's output (its logs go to stdout) is kept away from ours."""
+    result_path = folder / "result.json"
+    env = dict(os.environ if environ is None else environ)
+    env["HF_HUB_OFFLINE"] = "1"  # the draft and target are local: nothing is fetched
+    command = [python or sys.executable, str(child), str(request), str(result_path)]
+    failure = ""
+    try:
+        completed = subprocess.run(
+            command, capture_output=True, text=True, env=env, cwd=folder, timeout=timeout_s, check=False
+        )
+        if completed.returncode != 0:
+            failure = f"it exited with status {completed.returncode}: {_last_line(completed.stderr)}"
+    except subprocess.TimeoutExpired:
+        failure = f"it did not answer within {timeout_s:.0f} s"
+    except OSError as exc:
+        failure = f"it could not be started ({exc})"
+    try:
+        document = json.loads(result_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None, failure or "it wrote no result"
+    return (document if isinstance(document, dict) else None), failure
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1][:300] if lines else "no message"

@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -29,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from dflash_tools.reading.local import examples_dir
-from dflash_tools.serving.installed_reading import OK, EngineReading, ReadStep
+from dflash_tools.serving.installed_reading import OK, EngineReading, ReadStep, run_child
 
 CHILD = Path(__file__).with_name("installed_vllm_child.py")
 
@@ -108,23 +106,7 @@ def read_installed_vllm(
     with tempfile.TemporaryDirectory(prefix="dflash-tools-vllm-") as scratch:
         folder = Path(scratch)  # mkdtemp: readable by this user only
         request = _write_request(folder, requests)
-        result_path = folder / "result.json"
-        env = dict(os.environ if environ is None else environ)
-        env["HF_HUB_OFFLINE"] = "1"  # the draft and target are local: nothing is fetched
-        env.setdefault("VLLM_CONFIGURE_LOGGING", "1")
-        command = [python or sys.executable, str(CHILD), str(request), str(result_path)]
-        failure = ""
-        try:
-            completed = subprocess.run(
-                command, capture_output=True, text=True, env=env, cwd=folder, timeout=timeout_s, check=False
-            )
-            if completed.returncode != 0:
-                failure = f"it exited with status {completed.returncode}: {_last_line(completed.stderr)}"
-        except subprocess.TimeoutExpired:
-            failure = f"it did not answer within {timeout_s:.0f} s"
-        except OSError as exc:
-            failure = f"it could not be started ({exc})"
-        document = _result(result_path)
+        document, failure = run_child(CHILD, request, folder, timeout_s=timeout_s, python=python, environ=environ)
     return _run_of(document, requests, version, failure)
 
 
@@ -159,19 +141,6 @@ def _write_request(folder: Path, requests: Sequence[DraftRequest]) -> Path:
     path = folder / "request.json"
     path.write_text(json.dumps(request), encoding="utf-8")
     return path
-
-
-def _result(path: Path) -> dict[str, Any] | None:
-    try:
-        loaded = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return loaded if isinstance(loaded, dict) else None
-
-
-def _last_line(text: str) -> str:
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    return lines[-1][:300] if lines else "no message"
 
 
 def _run_of(

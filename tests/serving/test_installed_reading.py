@@ -294,3 +294,24 @@ def test_route_a_table_without_the_loader(installed: VllmCapability, monkeypatch
     assert view["disagreements"][0]["field"] == "outcome" and view["disagreements"][0]["table"] == "unsupported"
     for key in ("outcome", "layout", "draft_tokens", "block_size", "launch"):
         assert view[key] == right[SPEC][key], key
+
+
+# --- SGLang ----------------------------------------------------------------------------------------
+
+
+def test_sglang_is_asked_only_by_its_bare_name_and_only_where_installed() -> None:
+    from dflash_tools.serving.engine_view import asks_installed_sglang
+    from dflash_tools.serving.installed_sglang import detect_sglang
+
+    assert asks_installed_sglang(["sglang"]) and asks_installed_sglang(["vllm, sglang"])
+    assert not asks_installed_sglang(["sglang==0.5.23", "all", "vllm"])
+    assert detect_sglang() is None  # SGLang cannot be installed here
+
+
+def test_where_sglang_does_not_import_its_child_says_so() -> None:
+    from dflash_tools.serving.installed_sglang import read_installed_sglang
+
+    readings, failure = read_installed_sglang(
+        [DraftRequest("draft", folder=examples_dir() / "dspark-native", method="DSPARK")], version="0.5.23"
+    )
+    assert readings == {} and failure.startswith("SGLang does not import here: ModuleNotFoundError")
