@@ -332,7 +332,7 @@ def corrected_rules(
         cite=cite,
         default=layout,
         note=f"read from {cite}",
-        family=current.family if current is not None else facts.family,
+        family=current.family if current is not None else None,
     )
     keys = tuple(rule for rule in rules.keys if rule is not current)
     return replace(rules, keys=(read, *keys))
@@ -396,8 +396,11 @@ def apply_reading(view: EngineView, facts: DraftFacts, reading: EngineReading) -
         if view.mask_token_id_source == "installed":
             reason = f"it embeds the masked positions with token {view.mask_token_id}, not {trained_mask}"
             view.fail(Outcome.SERVED_WRONG, reason)
-            view.note("DFT071", f"{reading.name} reads mask_token_id {view.mask_token_id}, the draft describes "
-                      f"{trained_mask}", keys=("mask_token_id",))  # fmt: skip
+            view.note(
+                "DFT071",
+                f"{reading.name} reads mask_token_id {view.mask_token_id}, the draft describes {trained_mask}",
+                keys=("mask_token_id",),
+            )
     if reading.target_layer_ids is not None and list(reading.target_layer_ids) != view.target_layer_ids:
         view.target_layer_ids, view.target_layer_ids_source = list(reading.target_layer_ids), "installed"
         trained = facts.trained_layer_ids

@@ -3,7 +3,7 @@
 vLLM is not installed here. Its readings come from `data/installed_vllm_0_34_0.json`: what the
 child process (`dflash_tools/serving/installed_vllm_child.py`) reported for the bundled drafts on
 the real vLLM 0.34.0 of `.ci/tier-vllm.sh 0.34.0`, captured from that tier (`captured_with` says
-how; tests/real_vllm/test_installed_reading.py asks vLLM itself). The installed vLLM's own state
+how; tests/real_vllm/test_installed_vllm.py asks vLLM itself). The installed vLLM's own state
 (version, plugin) is a source tree written by the test, as in test_vllm_view. The child process
 itself runs here too, with this Python: where vLLM does not import, and where it does not answer.
 """
