@@ -112,6 +112,11 @@ _CATALOGUE: tuple[CodeInfo, ...] = (
     ),
     CodeInfo("DFT076", Severity.INFO, "served as trained only with the dflash-tools vLLM plugin on the serving host"),
     CodeInfo(
+        "DFT077",
+        Severity.WARNING,
+        "the engine installed here could not be asked what it builds from the draft (or one of its steps)",
+    ),
+    CodeInfo(
         "DFT078", Severity.ERROR, "the engine cannot load the config (an unknown or missing model_type, at config load)"
     ),
     CodeInfo(
@@ -141,6 +146,11 @@ _CATALOGUE: tuple[CodeInfo, ...] = (
     CodeInfo("DFT086", Severity.INFO, "the engine caps the running requests lower than asked unless told otherwise"),
     CodeInfo("DFT087", Severity.WARNING, "the memory check is incomplete (weights unknown, or state not counted)"),
     CodeInfo("DFT088", Severity.ERROR, "a setting on the launch line that the engine refuses at start-up"),
+    CodeInfo(
+        "DFT089",
+        Severity.WARNING,
+        "the installed engine reads the draft differently from dflash-tools' table for its release",
+    ),
     CodeInfo("DFT059", Severity.ERROR, "duplicated JSON key with different values (readers disagree on which wins)"),
     CodeInfo("DFT060", Severity.WARNING, "duplicated JSON key repeating the same value"),
     CodeInfo("DFT061", Severity.ERROR, "string with a lone surrogate: not Unicode, refused by strict JSON readers"),

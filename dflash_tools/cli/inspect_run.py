@@ -40,7 +40,13 @@ from dflash_tools.errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, DflashToolsE
 from dflash_tools.findings import Severity, brief_list
 from dflash_tools.inspect import InspectReport, inspect_loaded
 from dflash_tools.reading.source import load_checkpoint
-from dflash_tools.serving.engine_view import engine_choices, inspect_for_engines, resolve_engine_specs
+from dflash_tools.serving.engine_view import (
+    asks_installed_sglang,
+    engine_choices,
+    inspect_for_engines,
+    resolve_engine_specs,
+)
+from dflash_tools.serving.installed_sglang import detect_sglang
 from dflash_tools.serving.k_values import single_k
 from dflash_tools.serving.vllm_capability import detect_vllm
 
@@ -81,6 +87,7 @@ def run(args: InspectArgs) -> None:
         except ValueError as exc:
             raise UsageError(f"--engine {exc}", f"choose from: {', '.join(engine_choices())}") from None
         vllm = detect_vllm() if installed_vllm else None
+        sglang = detect_sglang() if asks_installed_sglang(args.engines or []) else None
 
         def run(name: str) -> InspectReport | DflashToolsError:
             try:
@@ -90,6 +97,7 @@ def run(args: InspectArgs) -> None:
                         loaded,
                         specs,
                         installed_vllm=vllm,
+                        installed_sglang=sglang,
                         target=target_spec,
                         target_name=args.target,
                         num_speculative_tokens=k,
@@ -390,10 +398,33 @@ def _defaults_cell(filled: dict[str, Any] | None) -> str:
     return f"{count} by {name}"
 
 
+def _read_from_note(view: dict[str, Any]) -> str:
+    """Where a column read from the installed engine comes from (docs/inspect.md, "The installed
+    engine has the last word"); empty for a column of a table."""
+    read_from = view.get("read_from")
+    if not read_from:
+        return ""
+    spec = f"{view['engine']}=={view['version']}"
+    steps = (view.get("installed_reading") or {}).get("steps") or []
+    ran = [step["step"] for step in steps if step.get("status") == "ok"]
+    text = f"{spec}: read from {read_from} ({', '.join(ran) or 'no step ran'})"
+    if not view.get("has_table", True):
+        return text + f"; no table for this release: {view.get('table')}'s fills in what its code does not show"
+    disagreements = view.get("disagreements") or []
+    if disagreements:
+        fields = ", ".join(dict.fromkeys(d["field"] for d in disagreements))
+        return text + f"; it disagrees with the table on {fields} (DFT089), and its reading is shown"
+    return text + "; it agrees with the table"
+
+
 def render_engines(console: Console, engines: dict[str, dict[str, Any]]) -> None:
     """One column per engine release when it fits the width; else one block per release."""
     specs = list(engines)
     cells = {spec: _engine_cells(view) for spec, view in engines.items()}
+    notes = [note for note in (_read_from_note(view) for view in engines.values()) if note]
+    if notes:
+        for spec, view in engines.items():
+            cells[spec].append(("read from", "installed" if view.get("read_from") else "table"))
     labels = [label for label, _ in cells[specs[0]]]
     rows: list[list[str | Text]] = []
     for index, label in enumerate(labels):
@@ -407,13 +438,16 @@ def render_engines(console: Console, engines: dict[str, dict[str, Any]]) -> None
     table = plain_table(["", *names], rows)
     if fits(console, table):
         print_unpadded(console, table)
-        return
-    for spec, name in zip(specs, names, strict=True):
-        outcome = engines[spec]["outcome"]
-        print_line(console, Text.assemble((name, "bold"), "  ", (outcome, _OUTCOME_STYLE.get(outcome, ""))))
-        segments = [f"{label} {value}" for label, value in cells[spec][1:]]
-        for line in pack(segments, console_width(console), first="  ", indent="  "):
-            print_line(console, line)
+    else:
+        for spec, name in zip(specs, names, strict=True):
+            outcome = engines[spec]["outcome"]
+            print_line(console, Text.assemble((name, "bold"), "  ", (outcome, _OUTCOME_STYLE.get(outcome, ""))))
+            segments = [f"{label} {value}" for label, value in cells[spec][1:]]
+            for line in pack(segments, console_width(console), first="  ", indent="  "):
+                print_line(console, line)
+    for note in notes:
+        for line in wrap_words(printable(note), console_width(console)):
+            print_line(console, line, style="dim")
 
 
 def render_summary(

@@ -52,6 +52,12 @@ with the release's own registry. *Config features* says what the release does wi
 config declares (`dflash_tools/dialects/features.py`, finding DFT035): `outcome` when the
 config states it at a location the release reads (and the named condition holds), `else` when
 it does not.
+
+These tables are a hand-kept model of each release. On the serving host, `inspect --engine vllm`
+(and `--engine sglang` where SGLang is installed) also asks the installed engine's own config
+code what it builds from the draft; where it disagrees with its release's table, it wins in the
+column and DFT089 names the field, and a release without a table gets a column read from it
+(docs/inspect.md, "The installed engine has the last word").
 """
 
 

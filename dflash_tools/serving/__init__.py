@@ -15,6 +15,11 @@
                         serving plan's settings (`SERVING_SETTINGS`, `LaunchSettings`)
     vllm_capability.py  what the vLLM installed here can serve, read from its files (no import)
     vllm_view.py        `inspect --engine vllm`: the inspect walk plus how that vLLM serves the draft
+    installed_reading.py  the installed engine's own reading of a draft (`EngineReading`), where it
+                        disagrees with the table (DFT089), the column as the engine reads it
+    installed_columns.py  that column for `inspect --engine` (the table's, the engine's, the finding)
+    installed_vllm.py   asks the vLLM installed here, in a child process (`installed_vllm_child.py`)
+    installed_sglang.py asks the SGLang installed here, in a child process (`installed_sglang_child.py`)
     plan_request.py     `dflash-tools plan`'s request, built once from the arguments and a preset
                         (each value with its source)
     plan.py             `plan_launch`: for each draft, the settings each release resolves (its
@@ -28,7 +33,8 @@
     presets.py          configs/presets and configs/prompts (plan and smoke-test both use them)
 
 The rules per engine release come from `engine_rules`; this package applies them to one draft.
-Nothing here imports typer, rich, torch, vLLM or SGLang.
+Nothing here imports typer, rich, torch, vLLM or SGLang; the two `installed_*_child.py` scripts
+import the engine, in a process of their own, and nothing imports them.
 
 Imports: `engine_rules`, `inspect`, `dialects`, `draft`, `reading`, `vllm_plugin` (its fingerprints,
 markers and source reader).

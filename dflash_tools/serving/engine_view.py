@@ -25,10 +25,15 @@ from collections.abc import Callable
 
 from dflash_tools.draft.target import TargetSpec
 from dflash_tools.engine_rules import ENGINE_RULES, EngineRules, get_rules, json_key, latest
+from dflash_tools.findings import Finding
 from dflash_tools.inspect import InspectReport, cap_findings, finish_findings, inspect_loaded
 from dflash_tools.reading.checkpoint import LoadedCheckpoint
 from dflash_tools.serving.column_steps import config_resolution, format_and_route
 from dflash_tools.serving.engine_model import DraftFacts, EngineView
+from dflash_tools.serving.installed_columns import Reader, installed_column, sglang_reader, vllm_reader
+from dflash_tools.serving.installed_reading import InstalledEngineView
+from dflash_tools.serving.installed_sglang import InstalledSglang
+from dflash_tools.serving.installed_vllm import engine_reading_enabled
 from dflash_tools.serving.launch import LaunchSettings
 from dflash_tools.serving.load_path import later_steps
 from dflash_tools.serving.sglang_column import sglang_column
@@ -49,15 +54,17 @@ def engine_view(
     *,
     installed_vllm: VllmCapability | None = None,
     settings: LaunchSettings | None = None,
+    view: EngineView | None = None,
 ) -> EngineView:
     """What `rules`' release does with the draft.
 
     `installed_vllm`: the vLLM installed in this environment, when `rules` is its release (its
     column then says what its files allow: `plugin_state`); None for a release that is not
     installed here (the dflash-tools plugin is taken to be installed with it on the serving
-    host). `settings`: what the serving plan adds to the launch line.
+    host). `settings`: what the serving plan adds to the launch line. `view`: the (empty) view to
+    fill in, of a subclass (`installed_reading.InstalledEngineView`); a new one when None.
     """
-    view = EngineView(rules=rules, installed=installed_vllm is not None)
+    view = view if view is not None else EngineView(rules=rules, installed=installed_vllm is not None)
     # The release's load path in order (serving.load_path): config resolution and the defaults
     # its config class fills, then the dialect, the registry and the model's own reading.
     loaded = config_resolution(view, facts)
@@ -126,12 +133,20 @@ def inspect_for_engines(
     target: TargetSpec | None = None,
     target_name: str | None = None,
     num_speculative_tokens: int | None = None,
+    installed_reader: Reader | None = None,
+    installed_sglang: InstalledSglang | None = None,
+    sglang_reader: Reader | None = None,
 ) -> InspectReport:
     """The inspect walk, then one `EngineView` per release: findings added, JSON `engines`.
 
     `installed_vllm` adds the vLLM in this environment (`inspect --engine vllm`): its serving
     findings (`vllm_view`) and, when the tool has a table for its release, its column with the
-    plugin's real state (replacing the static column of the same release).
+    plugin's real state, read from that vLLM's own config code (`installed_columns`), replacing
+    the static column of the same release; a release without a table gets a column read from it.
+    `installed_reader`: how that vLLM is asked (default: a child process per draft; the tiers
+    pass readings taken in one batch). `installed_sglang`: the SGLang installed here (`--engine
+    sglang` where it is: `asks_installed_sglang`), read the same way through `sglang_reader`
+    (default: its child process).
     """
     if installed_vllm is not None:
         report = inspect_for_vllm(loaded, installed_vllm, target=target, num_speculative_tokens=num_speculative_tokens)
@@ -142,14 +157,76 @@ def inspect_for_engines(
         report.extra["engines"] = {}
         return report
     views = {spec: engine_view(ENGINE_RULES[spec], facts) for spec in specs}
+    unplaced: list[Finding] = []
     if installed_vllm is not None and installed_vllm.installed and installed_vllm.version:
-        rules = get_rules(f"vllm=={installed_vllm.version}")
-        if rules is not None:
-            views[rules.spec] = engine_view(rules, facts, installed_vllm=installed_vllm)
-    ordered = [spec for spec in ENGINE_RULES if spec in views]
-    report.extra["engines"] = {json_key(views[spec].rules): views[spec].to_dict() for spec in ordered}
-    extra = [finding for spec in ordered for finding in views[spec].findings]
+        unplaced += _installed_vllm_view(views, loaded, facts, installed_vllm, installed_reader)
+    if installed_sglang is not None and (sglang_reader is not None or engine_reading_enabled()):
+        unplaced += _installed_sglang_view(views, loaded, facts, installed_sglang, sglang_reader)
+    ordered = [spec for spec in ENGINE_RULES if spec in views] + [spec for spec in views if spec not in ENGINE_RULES]
+    report.extra["engines"] = {_json_key(views[spec]): views[spec].to_dict() for spec in ordered}
+    extra = [*unplaced, *(finding for spec in ordered for finding in views[spec].findings)]
     report.findings, omitted = cap_findings(finish_findings(loaded, [*report.findings, *extra]))
     for severity, count in omitted.items():
         report.omitted[severity] = report.omitted.get(severity, 0) + count
     return report
+
+
+def _installed_vllm_view(
+    views: dict[str, EngineView],
+    loaded: LoadedCheckpoint,
+    facts: DraftFacts,
+    installed: VllmCapability,
+    reader: Reader | None,
+) -> list[Finding]:
+    """The installed vLLM's column (`installed_columns`) into `views`, under its release's spec;
+    returns the findings that belong to no column."""
+    assert installed.version is not None
+    rules = get_rules(f"vllm=={installed.version}")
+    if reader is None and not engine_reading_enabled():
+        if rules is not None:
+            views[rules.spec] = engine_view(rules, facts, installed_vllm=installed)
+        return []
+
+    def build(table: EngineRules, view: EngineView | None) -> EngineView:
+        return engine_view(table, facts, installed_vllm=installed, view=view)
+
+    read = reader or vllm_reader(loaded, installed.version)
+    column = installed_column("vllm", installed.version, rules, facts, build, read)
+    spec = rules.spec if rules is not None else f"vllm=={installed.version}"
+    if column.view is not None:
+        views[spec] = column.view
+    return column.findings
+
+
+def _installed_sglang_view(
+    views: dict[str, EngineView],
+    loaded: LoadedCheckpoint,
+    facts: DraftFacts,
+    installed: InstalledSglang,
+    reader: Reader | None,
+) -> list[Finding]:
+    """The installed SGLang's column into `views` (as `_installed_vllm_view`)."""
+    rules = get_rules(f"sglang=={installed.version}")
+
+    def build(table: EngineRules, view: EngineView | None) -> EngineView:
+        return engine_view(table, facts, view=view)
+
+    read = reader or sglang_reader(loaded, installed.version)
+    column = installed_column("sglang", installed.version, rules, facts, build, read)
+    spec = rules.spec if rules is not None else f"sglang=={installed.version}"
+    if column.view is not None:
+        views[spec] = column.view
+    return column.findings
+
+
+def asks_installed_sglang(values: list[str]) -> bool:
+    """`--engine sglang` (the bare name) also reads the SGLang installed here, where one is."""
+    return any(part.strip() == "sglang" for value in values for part in value.split(","))
+
+
+def _json_key(view: EngineView) -> str:
+    """`json_key` of the view's table; a release read from the installed engine that has no
+    table of its own is keyed by its own `engine==version`."""
+    if isinstance(view, InstalledEngineView) and not view.has_table:
+        return view.spec
+    return json_key(view.rules)
