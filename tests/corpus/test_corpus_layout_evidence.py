@@ -29,7 +29,7 @@ from dflash_tools.reading.source import load_checkpoint
 from dflash_tools.serving.engine_view import inspect_for_engines
 from tests.corpus.entries import BY_DIR
 
-GLM52 = BY_DIR["edited/RedHatAI__GLM-5.2-speculator.dspark__from-dict"]
+GLM52 = BY_DIR["edited/RedHatAI__GLM-5.2-speculator.dspark__sglang-test-dict"]
 VLLM = ("vllm==0.33.0", "vllm==0.34.0")
 LAYOUT_FLAGS = ("--sample-from-anchor", "--no-sample-from-anchor")
 

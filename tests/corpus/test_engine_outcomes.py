@@ -10,10 +10,8 @@ without any engine, `inspect --engine` (the library's `inspect_for_engines`) mus
   misaligned, served wrong, or `unchecked` where the tool reads no config of it), in the engine's
   layout; for SGLang, with the block size, target layers and mask token its parsers give.
 
-Where the tool disagrees today because of work that is landing (issue 32), the pair is a strict
-xfail naming the missing piece, so it fails (XPASS) the day the piece arrives and the entry here
-is deleted. Every other disagreement is a bug in the tool, listed in `BUGS` with the engine's
-evidence (`outcomes.TOOL_BUGS`, which the engine tiers mark too).
+Every disagreement is a bug in the tool, listed with the engine's evidence in
+`outcomes.TOOL_BUGS` (strict xfails, here and in the engine tiers).
 """
 
 from __future__ import annotations
@@ -35,35 +33,7 @@ RELEASES = ("vllm==0.33.0", "vllm==0.34.0", "sglang==0.5.23")
 CI = Path(__file__).resolve().parents[2] / ".ci"
 SERVED = {"served", "served-with-plugin", "misaligned", "served-wrong", "unchecked"}
 
-LOADPATH = (
-    "issue 32 item 1a (helper loadpath): the column has no `wont-load` outcome yet for a config the engine's "
-    "config loader raises on (a model_type transformers does not know, or none)"
-)
-LAYOUT = (
-    "issue 32 item 3 (helper layout): a speculators DSpark saved without sample_from_anchor reads as trained "
-    "anchor-first; its proposal count (speculative_tokens 7 = block_size 8 - 1) says bonus, as vLLM serves it"
-)
-PENDING: dict[tuple[str, str], str] = {}
-for _dir in (
-    "edited/PixelML__Qwen3.8-Flash-Next-NVFP4-DFlash__partial",
-    "edited/nvidia__NVIDIA-Nemotron-3.5-Lightning-30B-A3B-NVFP4-DSpark__atlas-reduced",
-    "framework/lightseekorg__TorchSpec__37a86412-glm52_dspark_draft_config",
-    "framework/lightseekorg__TorchSpec__6f21829c-dflash_draft_config",
-    "framework/lightseekorg__TorchSpec__a31111ee-kimi_k3_dflash2_mla_swa",
-    "framework/lightseekorg__TorchSpec__afe66884-domino_draft_config",
-    "framework/lightseekorg__TorchSpec__d9069939-qwen3_8_27b_dspark_draft",
-):
-    for _release in RELEASES:
-        PENDING[(_dir, _release)] = LOADPATH
-for _dir in (  # speculators-format files: no top-level model_type, and SGLang reads no speculators_config
-    "edited/RedHatAI__GLM-5.2-speculator.dspark__sglang-test-dict",
-    "edited/RedHatAI__Qwen3.6-35B-A3B-speculator.dspark__reduced",
-    "unpublished/minimax-m27-dflash-end-to-end-DRAFT",
-    "unpublished/speculators-issue-613__qwen36-35b-dflash",
-    "framework/lightseekorg__TorchSpec__7f1e0906-kimi_k3_dspark_mla",  # k3_dspark: vLLM registers it, SGLang not
-):
-    PENDING[(_dir, "sglang==0.5.23")] = LOADPATH
-PENDING.update(TOOL_BUGS)
+PENDING: dict[tuple[str, str], str] = dict(TOOL_BUGS)
 
 
 def column(entry: Entry, release: str) -> dict[str, Any]:
@@ -140,7 +110,6 @@ DECLARED = [entry for entry in ENTRIES if declared_layout(entry.config()) is not
         pytest.param(
             entry,
             id=entry.dir,
-            marks=[pytest.mark.xfail(strict=True, reason=LAYOUT)] if "GLM-5.2-speculator" in entry.dir else [],
         )
         for entry in DECLARED
     ],

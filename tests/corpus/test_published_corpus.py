@@ -26,7 +26,6 @@ from tests.corpus.entries import BY_DIR, CLASSES, CORPUS, ENTRIES, PENDING_ARCHI
 DIALECTS = {
     "edited/PixelML__Qwen3.8-Flash-Next-NVFP4-DFlash__partial": "dspark-native",
     "edited/RadixArk__Qwen3.8-27B-DSpark__partial": "dspark-native",
-    "edited/RedHatAI__GLM-5.2-speculator.dspark__from-dict": "speculators-dspark",
     "edited/RedHatAI__Qwen3.6-35B-A3B-speculator.dspark__reduced": "speculators-dspark",
     "edited/deepseek-ai__dspark_gemma4_12b_block7__from-dict": "dspark-native",
     "edited/deepseek-ai__dspark_qwen3_4b_block7__trimmed": "dspark-native",
