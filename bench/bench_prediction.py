@@ -27,8 +27,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from dflash_tools.plan.presets import DraftEntry, Floor
 from dflash_tools.serving.k_values import parse_k_values
-from dflash_tools.serving.presets import DraftEntry, Floor
 from dflash_tools.smoke.options import SmokeOptions
 from dflash_tools.smoke.run import smoke_test
 from dflash_tools.smoke.sweep import PREDICTION_TOLERANCE

@@ -40,19 +40,19 @@ if TYPE_CHECKING:
     from dflash_tools._version import __version__
     from dflash_tools.convert import ConvertPlan, ConvertResult, convert_checkpoint, plan_conversion, push_folder
     from dflash_tools.inspect import InspectReport, inspect_checkpoint
-    from dflash_tools.serving.plan import plan_launch
-    from dflash_tools.serving.plan_model import LaunchPlan, PlanDraft, PlanRequest
-    from dflash_tools.serving.plan_request import plan_request
+    from dflash_tools.plan.model import LaunchPlan, PlanDraft, PlanRequest
+    from dflash_tools.plan.request import plan_request
+    from dflash_tools.plan.run import plan_launch
     from dflash_tools.smoke.options import Runtime, SmokeOptions, resolve_options
     from dflash_tools.smoke.run import smoke_test
 
 # name -> the module that holds it, imported on first use.
 _LAZY = {
-    "plan_launch": "dflash_tools.serving.plan",
-    "LaunchPlan": "dflash_tools.serving.plan_model",
-    "PlanDraft": "dflash_tools.serving.plan_model",
-    "PlanRequest": "dflash_tools.serving.plan_model",
-    "plan_request": "dflash_tools.serving.plan_request",
+    "plan_launch": "dflash_tools.plan.run",
+    "LaunchPlan": "dflash_tools.plan.model",
+    "PlanDraft": "dflash_tools.plan.model",
+    "PlanRequest": "dflash_tools.plan.model",
+    "plan_request": "dflash_tools.plan.request",
     "Runtime": "dflash_tools.smoke.options",
     "SmokeOptions": "dflash_tools.smoke.options",
     "resolve_options": "dflash_tools.smoke.options",

@@ -105,7 +105,7 @@ def parse_gpu_memory(text: str) -> float:
     """`--gpu-memory` as people write it: `80`, `80GB`, `80GiB`, `80 G`, `81920MiB`, `0.5TiB` -> GiB.
 
     Decimal digits only (no `inf`, `nan` or `1e308`): the core checks the range
-    (`serving.plan_checks.setting_problem`) before any arithmetic."""
+    (`plan.checks.setting_problem`) before any arithmetic."""
     match = _MEMORY.match(text)
     unit = match.group(2).lower() if match else ""
     if match is None or unit not in _MEMORY_UNITS or len(match.group(1)) > 20:

@@ -156,7 +156,7 @@ def engine_specs(values: Any) -> list[str]:
         )
     if all(name in ENGINE_RULES for name in names):
         return list(dict.fromkeys(names))
-    from dflash_tools.serving.plan_request import plan_engines
+    from dflash_tools.plan.request import plan_engines
 
     return list(plan_engines(names))
 

@@ -1,7 +1,7 @@
 """Building `dflash-tools plan`'s request once: the command line's values, else the preset's, each
 with where it comes from (uv's settings style: resolved in one place, the command receives them).
 
-    plan_request(args)  ->  PlanRequest      then  plan.plan_launch(request)
+    plan_request(args)  ->  PlanRequest      then  run.plan_launch(request)
 
 `args` is anything with the attributes of `PlanArguments` (the CLI passes its parsed options).
 Rules: a value on the command line wins; a preset (`--preset`) gives the target, the drafts (each
@@ -17,10 +17,10 @@ from typing import Any, Protocol
 
 from dflash_tools.engine_rules import ENGINE_RULES, get_rules, latest
 from dflash_tools.errors import UsageError
+from dflash_tools.plan.checks import FRACTION_SETTINGS, INTEGER_SETTINGS, TEXT_SETTINGS, check_settings
+from dflash_tools.plan.memory import dtype_bytes
+from dflash_tools.plan.model import GIVEN, PRESET, REQUEST_SETTINGS, PlanDraft, PlanRequest
 from dflash_tools.serving.k_values import single_k
-from dflash_tools.serving.plan_checks import FRACTION_SETTINGS, INTEGER_SETTINGS, TEXT_SETTINGS, check_settings
-from dflash_tools.serving.plan_memory import dtype_bytes
-from dflash_tools.serving.plan_model import GIVEN, PRESET, REQUEST_SETTINGS, PlanDraft, PlanRequest
 
 
 class PlanArguments(Protocol):
@@ -69,7 +69,7 @@ def plan_request(args: PlanArguments) -> PlanRequest:
     drafts = [PlanDraft(source, args.revision) for source in args.drafts or []]
     k = single_k(args.num_speculative_tokens, "plan")
     settings: dict[str, Any] = {name: getattr(args, name) for name in REQUEST_SETTINGS}
-    # Every number checked before any arithmetic (`plan_checks.setting_problem`), named as typed.
+    # Every number checked before any arithmetic (`checks.setting_problem`), named as typed.
     check_settings(
         {
             "gpu_memory_gib": args.gpu_memory,
@@ -83,7 +83,7 @@ def plan_request(args: PlanArguments) -> PlanRequest:
     given = {"target": target, "drafts": drafts, "num_speculative_tokens": k, **settings}
     sources.update({name: GIVEN for name, value in given.items() if value not in (None, [])})
     if args.preset is not None:
-        from dflash_tools.serving.presets import load_preset
+        from dflash_tools.plan.presets import load_preset
 
         preset = load_preset(args.preset)
         if not target and preset.target:

@@ -35,8 +35,8 @@ from dflash_tools.draft.target import TargetSpec
 from dflash_tools.errors import DflashToolsError, SourceError, UsageError
 from dflash_tools.findings import Finding, Severity, has_errors, sort_findings
 from dflash_tools.inspect import InspectReport, inspect_loaded
+from dflash_tools.plan.presets import SANITY_FLOOR, DraftEntry, Floor
 from dflash_tools.reading.source import load_checkpoint
-from dflash_tools.serving.presets import SANITY_FLOOR, DraftEntry, Floor
 from dflash_tools.serving.vllm_capability import VllmCapability
 from dflash_tools.serving.vllm_runtime import VllmRuntime
 from dflash_tools.smoke.options import SmokeOptions

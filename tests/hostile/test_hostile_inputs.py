@@ -30,8 +30,8 @@ from dflash_tools import (
 from dflash_tools.convert.build import IndexRefused, rewritable_index
 from dflash_tools.draft.target import load_target
 from dflash_tools.errors import UsageError
+from dflash_tools.plan.presets import validate_preset
 from dflash_tools.reading.checkpoint import INDEX_NAME, LoadedCheckpoint, parse_index
-from dflash_tools.serving.presets import validate_preset
 from tests.hostile.input_cases import CASES, Case, build_fixtures, problems, run_case
 
 FUZZ_SEED = 27

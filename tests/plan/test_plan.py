@@ -22,10 +22,10 @@ from typer.testing import CliRunner
 
 from dflash_tools.cli import app
 from dflash_tools.engine_rules import ENGINE_RULES, latest
+from dflash_tools.plan.model import PlanRequest
+from dflash_tools.plan.rules import SERVING_RULES
 from dflash_tools.reading.local import examples_dir
 from dflash_tools.serving.launch import SERVING_SETTINGS, LaunchSettings, settings_argv
-from dflash_tools.serving.plan_model import PlanRequest
-from dflash_tools.serving.plan_rules import SERVING_RULES
 from dflash_tools.testing.targets import QWEN38_27B_STAND_IN, write_hub_cache
 
 runner = CliRunner()

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from dflash_tools.plan.presets import load_prompts, resolve_prompts_path
 from dflash_tools.reading.safetensors_header import read_local_header
-from dflash_tools.serving.presets import load_prompts, resolve_prompts_path
 from dflash_tools.testing.demos import bundle as bundles
 from dflash_tools.testing.demos import checkpoints, corpus
 

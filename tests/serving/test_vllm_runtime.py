@@ -21,8 +21,8 @@ from dflash_tools import dialects, testing
 from dflash_tools.cli import app
 from dflash_tools.draft.target import load_target
 from dflash_tools.engine_rules import ENGINE_RULES, VLLM_V2_ENV, get_rules
+from dflash_tools.plan.presets import DraftEntry
 from dflash_tools.serving.engine_model import DraftFacts
-from dflash_tools.serving.presets import DraftEntry
 from dflash_tools.serving.vllm_capability import VllmCapability
 from dflash_tools.serving.vllm_runtime import mixed_attention, vllm_runtime
 from dflash_tools.smoke.options import SmokeOptions

@@ -16,7 +16,7 @@ import pytest
 from dflash_tools import testing
 from dflash_tools.draft.target import load_target
 from dflash_tools.errors import UsageError
-from dflash_tools.serving.presets import SANITY_FLOOR, DraftEntry, Floor
+from dflash_tools.plan.presets import SANITY_FLOOR, DraftEntry, Floor
 from dflash_tools.serving.vllm_capability import VllmCapability
 from dflash_tools.smoke.options import SmokeOptions
 from dflash_tools.smoke.plan import DraftPlan, resolve_plan

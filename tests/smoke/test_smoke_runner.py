@@ -19,7 +19,7 @@ import pytest
 from dflash_tools import smoke_contract as contract
 from dflash_tools import testing
 from dflash_tools.draft.target import load_target
-from dflash_tools.serving.presets import DraftEntry
+from dflash_tools.plan.presets import DraftEntry
 from dflash_tools.smoke.options import SmokeOptions
 from dflash_tools.smoke.plan import resolve_plan
 from dflash_tools.smoke.runner import CHILD_COMMAND_ENV, RunFiles, run_child

@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 from dflash_tools import smoke_contract as contract
 from dflash_tools.cli import app
 from dflash_tools.inspect import inspect_checkpoint
-from dflash_tools.serving.presets import DraftEntry
+from dflash_tools.plan.presets import DraftEntry
 from dflash_tools.serving.vllm_capability import VllmCapability
 from dflash_tools.smoke import cross_check
 from dflash_tools.smoke.options import SmokeOptions
