@@ -1,6 +1,8 @@
 """`dflash-tools plan`: the launch lines of every engine release asked for, and the checks that they fit.
 
-    request.py  `plan_request(args)`: the request built once from the arguments and a preset, each
+    options.py  `PlanOptions`: each option the command takes, declared once (name, type, default;
+                the CLI's `PlanArgs` derives from it); standard library only, on the `--help` path
+    request.py  `plan_request(options)`: the request built once from the options and a preset, each
                 value with its source (`PlanRequest.sources`); `check_request` for one built in Python
     run.py      `plan_launch(request)`: for each draft, the settings each release resolves (its
                 table's defaults), the checks, the launch lines (the command's core entry point)
