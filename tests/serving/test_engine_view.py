@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from dflash_tools.cli import app
 from dflash_tools.convert import convert_checkpoint
-from dflash_tools.draft.target import TargetSpec, load_target
+from dflash_tools.draft.target import TargetDescription, load_target
 from dflash_tools.engine_rules import ENGINE_RULES, Layout, Outcome, WhenMissing
 from dflash_tools.inspect import inspect_loaded
 from dflash_tools.reading.source import load_checkpoint
@@ -33,7 +33,7 @@ KEY = {SGLANG: "sglang", VLLM33: VLLM33, VLLM34: VLLM34}
 
 
 def views(
-    source: str | Path, *, target: str | None = None, target_spec: TargetSpec | None = None
+    source: str | Path, *, target: str | None = None, target_spec: TargetDescription | None = None
 ) -> tuple[dict[str, Any], list[Any]]:
     report = inspect_for_engines(load_checkpoint(str(source)), ALL, target_name=target, target=target_spec)
     # Re-keyed by `engine==version` for the tests; test_json_engines_object checks the JSON keys.
