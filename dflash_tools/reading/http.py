@@ -246,7 +246,7 @@ if hasattr(os, "register_at_fork"):
 
 
 @dataclass
-class Answer:
+class BoundedResponse:
     """A response read within its bounds. `complete`: the body ended on its own (not cut, not broken)."""
 
     status: int
@@ -277,7 +277,7 @@ def exchange(
     skip: int = 0,
     connect_timeout: float | None = None,
     stall_timeout: float | None = None,
-) -> Answer:
+) -> BoundedResponse:
     """One request to `url` (redirects followed) within `deadline`, reading at most `limit` body bytes.
 
     Over the limit: `HttpTooLarge`, or with `cut` the first `limit` bytes (a ranged read that
@@ -360,7 +360,9 @@ def _limit_reads(response: httpx2.Response, seconds: float) -> None:
         timeouts["read"] = seconds
 
 
-def _read(response: httpx2.Response, what: str, limit: int, cut: bool, skip: int, deadline: Deadline) -> Answer:
+def _read(
+    response: httpx2.Response, what: str, limit: int, cut: bool, skip: int, deadline: Deadline
+) -> BoundedResponse:
     status = response.status_code
     headers = response.headers
     if status != 200:
@@ -401,7 +403,7 @@ def _read(response: httpx2.Response, what: str, limit: int, cut: bool, skip: int
         if not cut or deadline.expired:
             raise
         # A ranged read keeps what arrived; its caller asks for the rest.
-    return Answer(status, headers, bytes(data[:limit]), complete, str(response.url), received)
+    return BoundedResponse(status, headers, bytes(data[:limit]), complete, str(response.url), received)
 
 
 def retry_after(headers: httpx2.Headers) -> float | None:
