@@ -32,7 +32,7 @@ from dflash_tools.serving.k_values import parse_k_values
 from dflash_tools.smoke.options import SmokeOptions
 from dflash_tools.smoke.run import smoke_test
 from dflash_tools.smoke.sweep import PREDICTION_TOLERANCE
-from dflash_tools.testing.demos import engine_demo as demo
+from dflash_tools_testing.demos import engine_demo as demo
 
 
 def sweep(draft: str, args: argparse.Namespace, work: Path) -> dict[str, Any]:

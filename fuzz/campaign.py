@@ -75,7 +75,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing here may touch the netwo
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 os.environ.pop("DFLASH_TOOLS_DEBUG", None)
 
-from dflash_tools import testing
+import dflash_tools_testing as testing
 from dflash_tools.convert import plan_conversion
 from dflash_tools.dialects import detect
 from dflash_tools.draft import config_keys

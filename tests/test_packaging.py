@@ -41,3 +41,27 @@ def test_a_later_release_is_not_pulled_in_before_the_plugin_knows_it() -> None:
     specifier = vllm_extra().specifier
     newer = [v for v in FUTURE if Version(v) > max(map(Version, SUPPORTED_VERSIONS))]
     assert [v for v in newer if specifier.contains(v)] == []
+
+
+def test_the_wheel_carries_the_examples_and_not_the_fixture_factory(tmp_path: Path) -> None:
+    """The bundled examples ship (`example:NAME`); the checkout's fixture factory and demo training
+    (`dflash_tools_testing/`, which nothing in the package imports) do not. Built as pip builds it."""
+    import subprocess
+    import sys
+    import zipfile
+
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-index", "--no-build-isolation", "--no-deps", "-q"]
+        + ["-w", str(tmp_path), str(ROOT)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    (wheel,) = tmp_path.glob("*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    tops = {name.split("/")[0] for name in names if not name.split("/")[0].endswith(".dist-info")}
+    assert tops == {"dflash_tools"}
+    assert not [name for name in names if name.startswith("dflash_tools/testing/")]
+    examples = ROOT / "dflash_tools" / "examples"
+    bundled = {str(p.relative_to(ROOT)) for p in examples.rglob("*") if p.is_file()}
+    assert bundled and bundled <= set(names)

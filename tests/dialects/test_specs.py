@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from dflash_tools import dialects, testing
+import dflash_tools_testing as testing
+from dflash_tools import dialects
 from dflash_tools.dialects._common import ConfigView, block_size_values, layout_values, read_decoder
 from dflash_tools.draft.checks import check_config
 from dflash_tools.draft.config_keys import check_config_keys

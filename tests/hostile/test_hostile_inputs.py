@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+import dflash_tools_testing as testing
 from dflash_tools import (
     PlanDraft,
     PlanRequest,
@@ -25,7 +26,6 @@ from dflash_tools import (
     inspect_checkpoint,
     plan_conversion,
     plan_launch,
-    testing,
 )
 from dflash_tools.convert.build import IndexRefused, rewritable_index
 from dflash_tools.draft.target import load_target

@@ -22,7 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dflash_tools import testing
+import dflash_tools_testing as testing
 from dflash_tools.cli._output import reset_documents, write_json
 from dflash_tools.cli.inspect_run import render_report
 from dflash_tools.draft.target import TargetDescription, load_target, target_from_config

@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from dflash_tools import dialects, testing
+import dflash_tools_testing as testing
+from dflash_tools import dialects
 from dflash_tools.cli import app
 from dflash_tools.draft.target import load_target
 from dflash_tools.engine_rules import ENGINE_RULES, VLLM_V2_ENV, get_rules

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+import dflash_tools_testing as testing
 from dflash_tools import smoke_contract as contract
-from dflash_tools import testing
 from dflash_tools.cli import app
 from dflash_tools.cli.smoke_test_run import render
 from dflash_tools.draft.target import load_target

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
+import dflash_tools_testing as testing
 from dflash_tools import smoke_contract as contract
-from dflash_tools import testing
 from dflash_tools.draft.config_paths import set_path
 from dflash_tools.draft.target import load_target
 from dflash_tools.plan.presets import DraftEntry

@@ -26,7 +26,7 @@ from dflash_tools.smoke import cross_check
 from dflash_tools.smoke.options import SmokeOptions
 from dflash_tools.smoke.plan import CPU_ENGINE_ARGS, resolve_plan
 from dflash_tools.smoke.report import build_document
-from dflash_tools.testing.demos import vllm_cpu_demo as demo
+from dflash_tools_testing.demos import vllm_cpu_demo as demo
 
 runner = CliRunner()
 DEMO_COMMAND = [
