@@ -150,9 +150,12 @@ def test_every_name_the_page_writes_exists() -> None:
         if "/" in token or token.endswith(".py"):
             if re.fullmatch(r"[\w./-]+", token) and not path_exists(token):
                 missing.append(token)
-        elif re.fullmatch(r"[a-z_]+(\.[A-Za-z_]\w*)+", token) and token.split(".")[0] in layers() | {PACKAGE}:
-            if not dotted_exists(token):
-                missing.append(token)
+        elif (
+            re.fullmatch(r"[a-z_]+(\.[A-Za-z_]\w*)+", token)
+            and token.split(".")[0] in layers() | {PACKAGE}
+            and not dotted_exists(token)
+        ):
+            missing.append(token)
     assert missing == []
 
 
