@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dflash_tools import testing
+import dflash_tools_testing as testing
 from dflash_tools.reading.safetensors_header import expected_nbytes
 
 # F16 has BF16's size; the numpy baseline cannot hold BF16.

@@ -24,7 +24,7 @@ from typing import Any
 
 from dflash_tools.inspect import inspect_checkpoint
 from dflash_tools.reference_engine import run_request
-from dflash_tools.testing.demos import engine_demo as demo
+from dflash_tools_testing.demos import engine_demo as demo
 
 
 def request_for(

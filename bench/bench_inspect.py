@@ -22,7 +22,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from dflash_tools import testing
+import dflash_tools_testing as testing
 from dflash_tools.inspect import inspect_checkpoint
 
 # F16 has BF16's size; numpy (the torch-free safetensors loader used as baseline) cannot hold BF16.

@@ -26,7 +26,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from dflash_tools import testing  # noqa: E402
+import dflash_tools_testing as testing  # noqa: E402
 from dflash_tools.inspect import inspect_loaded  # noqa: E402
 from dflash_tools.reading.source import load_checkpoint  # noqa: E402
 

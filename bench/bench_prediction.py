@@ -27,12 +27,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from dflash_tools.plan.presets import DraftEntry, Floor
 from dflash_tools.serving.k_values import parse_k_values
-from dflash_tools.serving.presets import DraftEntry, Floor
 from dflash_tools.smoke.options import SmokeOptions
 from dflash_tools.smoke.run import smoke_test
 from dflash_tools.smoke.sweep import PREDICTION_TOLERANCE
-from dflash_tools.testing.demos import engine_demo as demo
+from dflash_tools_testing.demos import engine_demo as demo
 
 
 def sweep(draft: str, args: argparse.Namespace, work: Path) -> dict[str, Any]:

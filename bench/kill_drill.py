@@ -51,7 +51,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from dflash_tools import testing
+import dflash_tools_testing as testing
 from dflash_tools.inspect import inspect_checkpoint
 from dflash_tools.reading.safetensors_header import expected_nbytes, read_local_header
 

@@ -31,7 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from dflash_tools import testing  # noqa: E402
+import dflash_tools_testing as testing  # noqa: E402
 from tests.hub_server import HubServer, safetensors_bytes  # noqa: E402
 
 REPO = "org/draft"

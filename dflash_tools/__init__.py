@@ -8,7 +8,8 @@ command has its core entry point here (docs/python-api.md):
     report.geometry.num_query_tokens, [f.code for f in report.findings]
 
 - inspect: `inspect_checkpoint`; convert: `plan_conversion`, `convert_checkpoint`, `push_folder`;
-- plan: `plan_launch(PlanRequest(...))` (or `plan_request(args)` to merge a preset as the CLI does);
+- plan: `plan_launch(PlanRequest(...))` (or `plan_request(PlanOptions(...))` to merge a preset as the
+  CLI does);
 - smoke-test: `smoke_test(SmokeOptions(...))` (or `resolve_options(args)`, as the CLI does).
 """
 
@@ -22,6 +23,7 @@ __all__ = [
     "InspectReport",
     "LaunchPlan",
     "PlanDraft",
+    "PlanOptions",
     "PlanRequest",
     "Runtime",
     "SmokeOptions",
@@ -40,19 +42,21 @@ if TYPE_CHECKING:
     from dflash_tools._version import __version__
     from dflash_tools.convert import ConvertPlan, ConvertResult, convert_checkpoint, plan_conversion, push_folder
     from dflash_tools.inspect import InspectReport, inspect_checkpoint
-    from dflash_tools.serving.plan import plan_launch
-    from dflash_tools.serving.plan_model import LaunchPlan, PlanDraft, PlanRequest
-    from dflash_tools.serving.plan_request import plan_request
+    from dflash_tools.plan.model import LaunchPlan, PlanDraft, PlanRequest
+    from dflash_tools.plan.options import PlanOptions
+    from dflash_tools.plan.request import plan_request
+    from dflash_tools.plan.run import plan_launch
     from dflash_tools.smoke.options import Runtime, SmokeOptions, resolve_options
     from dflash_tools.smoke.run import smoke_test
 
 # name -> the module that holds it, imported on first use.
 _LAZY = {
-    "plan_launch": "dflash_tools.serving.plan",
-    "LaunchPlan": "dflash_tools.serving.plan_model",
-    "PlanDraft": "dflash_tools.serving.plan_model",
-    "PlanRequest": "dflash_tools.serving.plan_model",
-    "plan_request": "dflash_tools.serving.plan_request",
+    "plan_launch": "dflash_tools.plan.run",
+    "LaunchPlan": "dflash_tools.plan.model",
+    "PlanDraft": "dflash_tools.plan.model",
+    "PlanRequest": "dflash_tools.plan.model",
+    "PlanOptions": "dflash_tools.plan.options",
+    "plan_request": "dflash_tools.plan.request",
     "Runtime": "dflash_tools.smoke.options",
     "SmokeOptions": "dflash_tools.smoke.options",
     "resolve_options": "dflash_tools.smoke.options",

@@ -82,11 +82,11 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing here may touch the netwo
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 os.environ.pop("DFLASH_TOOLS_DEBUG", None)
 
-from dflash_tools import testing
+import dflash_tools_testing as testing
 from dflash_tools.convert import plan_conversion
 from dflash_tools.dialects import detect
 from dflash_tools.draft import config_keys
-from dflash_tools.draft.target import TargetSpec, target_from_config
+from dflash_tools.draft.target import TargetDescription, target_from_config
 from dflash_tools.errors import DflashToolsError, SourceError
 from dflash_tools.findings import Severity
 from dflash_tools.inspect import describe, inspect_loaded
@@ -602,7 +602,7 @@ def check_terminal_output(text: str, what: str) -> None:
         raise Traceback(f"{what} carries a raw control character: {text[start : match.end() + 40]!r}")
 
 
-def render(report: Any, target: TargetSpec | None, show_tensors: bool) -> None:
+def render(report: Any, target: TargetDescription | None, show_tensors: bool) -> None:
     """The JSON document and the human report must both come out, strict JSON, valid UTF-8."""
     from dflash_tools.cli._output import reset_documents, write_json
     from dflash_tools.cli.inspect_run import render_report
@@ -625,7 +625,7 @@ def render(report: Any, target: TargetSpec | None, show_tensors: bool) -> None:
 
 
 def run_inspect(
-    loaded: LoadedCheckpoint, target: TargetSpec | None, k: int | None, stats: Stats, show_tensors: bool = True
+    loaded: LoadedCheckpoint, target: TargetDescription | None, k: int | None, stats: Stats, show_tensors: bool = True
 ) -> str:
     report = inspect_loaded(loaded, target=target, num_speculative_tokens=k)
     check_findings(report.findings)
@@ -635,7 +635,7 @@ def run_inspect(
     return "exit 1 (error findings)" if not report.ok else "exit 0"
 
 
-def target_for(tree: Any) -> TargetSpec | None:
+def target_for(tree: Any) -> TargetDescription | None:
     try:
         return target_from_config(tree, "target", "target/config.json") if isinstance(tree, dict) else None
     except SourceError as exc:
@@ -749,7 +749,7 @@ def _utf8(data: bytes) -> bool:
     return True
 
 
-def run_checkpoint(folder: Path, target: TargetSpec | None, k: int | None, stats: Stats) -> str:
+def run_checkpoint(folder: Path, target: TargetDescription | None, k: int | None, stats: Stats) -> str:
     try:
         loaded = load_checkpoint(str(folder))
     except SourceError as exc:
@@ -1180,7 +1180,7 @@ class Campaign:
             if "fs" in plan and shard_files:
                 victim = shard_files[shard_choice % len(shard_files)]
                 apply_fs_trick(fs_trick, victim, folder, self.workdir)
-            target: TargetSpec | None = None
+            target: TargetDescription | None = None
             if target_tree is not None:
                 target = target_for(target_tree)
                 if with_cli:

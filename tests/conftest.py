@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from dflash_tools import testing
+import dflash_tools_testing as testing
 from tests.hub_server import HubServer, point_huggingface_hub_at
 
 # Set before anything imports huggingface_hub (it reads these once at import).

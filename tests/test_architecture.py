@@ -31,14 +31,15 @@ ALLOWED: dict[str, set[str]] = {
     "draft": {"reading", "files"},
     "dialects": {"draft", "engine_rules"},
     "inspect": {"dialects", "draft", "reading"},
-    "convert": {"inspect", "dialects", "draft", "reading", "files", "engine_rules", "serving"},
-    "testing": {"reading", "reference_engine"},
+    "convert": {"inspect", "dialects", "draft", "reading", "files", "engine_rules", "serving", "plan"},
     "engine_rules": set(),
     "vllm_plugin": {"engine_rules"},
     "serving": {"engine_rules", "inspect", "dialects", "draft", "reading", "vllm_plugin"},
+    "plan": {"serving", "engine_rules", "inspect", "draft", "reading"},
     "reference_engine": {"inspect", "draft", "reading", "smoke_contract"},
     "smoke": {
         "reference_engine",
+        "plan",
         "serving",
         "engine_rules",
         "inspect",
@@ -51,6 +52,7 @@ ALLOWED: dict[str, set[str]] = {
         "inspect",
         "convert",
         "smoke",
+        "plan",
         "serving",
         "engine_rules",
         "dialects",
@@ -59,7 +61,7 @@ ALLOWED: dict[str, set[str]] = {
         "files",
         "smoke_contract",
     },
-    "__init__": {"inspect", "convert", "serving", "smoke"},
+    "__init__": {"inspect", "convert", "plan", "smoke"},
     "__main__": {"cli"},
 }
 
@@ -153,6 +155,33 @@ def test_cycle_detection_sees_function_local_imports(tmp_path: Path) -> None:
     assert find_cycle(graph) in (["pkg.a", "pkg.sub.b", "pkg.a"], ["pkg.sub.b", "pkg.a", "pkg.sub.b"])
     (package / "sub" / "b.py").write_text("def helper():\n    return 1\n")
     assert find_cycle(import_graph(tmp_path, "pkg")) is None
+
+
+# The checkout's fixture factory and demo training, outside the wheel: it may use these layers of
+# the package, and the package never imports it (pyproject.toml builds the wheel from dflash_tools/).
+TESTING = "dflash_tools_testing"
+TESTING_MAY_IMPORT = {"reading", "reference_engine"}
+
+
+def test_the_fixture_factory_stays_outside_the_package() -> None:
+    inside = {m: sorted(t for t in ts if t.split(".")[0] == TESTING) for m, ts in import_graph_of(PACKAGE).items()}
+    assert {m: ts for m, ts in inside.items() if ts} == {}
+    used = {t.split(".")[1] for ts in import_graph_of(TESTING).values() for t in ts if t.split(".")[0] == PACKAGE}
+    assert used <= TESTING_MAY_IMPORT | ANYWHERE, sorted(used)
+
+
+def import_graph_of(package: str) -> dict[str, set[str]]:
+    """File -> every dotted name it imports (anywhere in its body), as written."""
+    graph: dict[str, set[str]] = {}
+    for path in sorted((ROOT / package).rglob("*.py")):
+        targets: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                targets.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                targets.update(f"{node.module}.{alias.name}" for alias in node.names)
+        graph[str(path.relative_to(ROOT))] = targets
+    return graph
 
 
 def test_top_level_holds_only_the_facade_and_packages() -> None:

@@ -1,4 +1,4 @@
-"""`python -m dflash_tools.testing`: the maintenance entry point that regenerates the bundled examples."""
+"""`python -m dflash_tools_testing`: the maintenance entry point that regenerates the bundled examples."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from dflash_tools.reading.local import examples_dir
 
 def run(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "dflash_tools.testing", *args], cwd=cwd, capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "dflash_tools_testing", *args], cwd=cwd, capture_output=True, text=True, timeout=120
     )
 
 
@@ -24,7 +24,7 @@ def test_options_write_nothing(args: list[str], tmp_path: Path) -> None:
     done = run(tmp_path, *args)
     assert list(tmp_path.iterdir()) == []
     if args[-1] in ("--help", "-h") and args[0] != "--":
-        assert done.returncode == 0 and done.stdout.startswith("usage: python -m dflash_tools.testing")
+        assert done.returncode == 0 and done.stdout.startswith("usage: python -m dflash_tools_testing")
     else:
         assert done.returncode == 2 and "usage:" in done.stderr
 

@@ -6,8 +6,9 @@ command runs (app.py says how to add one); `_help` lays out the help pages; `_ou
 place that writes to the terminal and `_errors` maps every library error to a one-line message,
 a next step and an exit code.
 
-Imports: the commands' core entry points (`inspect`, `convert`, `serving` for plan, `smoke`) and
-what they return (`draft`, `reading`, `dialects`, `files`), plus typer and rich, which nothing
+Imports: the commands' core entry points (`inspect`, `convert`, `plan`, `smoke`, `serving` for
+`inspect --engine`) and what they return (`draft`, `reading`, `dialects`, `files`, `engine_rules`
+for the release names in help texts, `smoke_contract`), plus typer and rich, which nothing
 outside this package imports.
 """
 

@@ -14,9 +14,9 @@ import dataclasses
 import importlib
 import inspect
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from enum import StrEnum
-from typing import Annotated, Any, TypeVar, dataclass_transform
+from typing import Annotated, Any, TypeVar, dataclass_transform, get_args, get_origin
 
 import typer
 
@@ -105,7 +105,7 @@ def parse_gpu_memory(text: str) -> float:
     """`--gpu-memory` as people write it: `80`, `80GB`, `80GiB`, `80 G`, `81920MiB`, `0.5TiB` -> GiB.
 
     Decimal digits only (no `inf`, `nan` or `1e308`): the core checks the range
-    (`serving.plan_checks.setting_problem`) before any arithmetic."""
+    (`plan.checks.setting_problem`) before any arithmetic."""
     match = _MEMORY.match(text)
     unit = match.group(2).lower() if match else ""
     if match is None or unit not in _MEMORY_UNITS or len(match.group(1)) > 20:
@@ -192,16 +192,23 @@ def args_dataclass(cls: ArgsClass) -> ArgsClass:
     return cls
 
 
-def command_for(args_class: type, run_module: str) -> Callable[..., None]:
+def command_for(args_class: type, run_module: str, flags: Mapping[str, Any] | None = None) -> Callable[..., None]:
     """The function typer registers for a command whose options are the fields of `args_class`
     (declared with `args_dataclass`): typer reads its signature, and calling it packs the parsed
     values into one frozen `args_class` for `dflash_tools.cli.<run_module>.run(args)`, which is
-    imported only when the command runs."""
-    annotations = dict(args_class.__annotations__)
+    imported only when the command runs.
+
+    A class may derive from the core's declaration of the command's options (`plan.options.
+    PlanOptions`: each field's name, type and default, declared once there); `flags` then gives
+    each inherited field its `typer.Option` (or a shared `Annotated` option here, whose type must
+    be the core's), and the class's own fields are the CLI's alone (output, Hub)."""
+    annotations = command_annotations(args_class, flags or {})
 
     def command(**values: Any) -> None:
-        if not dataclasses.is_dataclass(args_class):
-            dataclasses.dataclass(frozen=True)(args_class)
+        if "__dataclass_fields__" not in vars(args_class):
+            for klass in reversed(args_class.__mro__[:-1]):
+                if "__dataclass_fields__" not in vars(klass):
+                    dataclasses.dataclass(frozen=True)(klass)
         run = importlib.import_module(f"dflash_tools.cli.{run_module}").run
         run(args_class(**values))
 
@@ -213,3 +220,29 @@ def command_for(args_class: type, run_module: str) -> Callable[..., None]:
     command.__annotations__ = {**annotations, "return": None}
     command.__name__ = command.__qualname__ = f"{run_module.removesuffix('_run')}_command"
     return command
+
+
+def command_annotations(args_class: type, flags: Mapping[str, Any]) -> dict[str, Any]:
+    """Each option's `Annotated[type, typer.Option]`: the inherited fields (the core's) first, with
+    the type declared there and the option from `flags`, then the class's own. A field without a
+    flag, a flag without a field, or a shared option of another type than the core's is a
+    TypeError when the command is registered (on every `--help`, so a test run sees it)."""
+    inherited: dict[str, Any] = {}
+    for klass in reversed(args_class.__mro__[1:-1]):
+        inherited.update(vars(klass).get("__annotations__", {}))
+    if set(flags) != set(inherited):
+        raise TypeError(
+            f"{args_class.__name__}: fields without a flag {sorted(set(inherited) - set(flags))}, "
+            f"flags without a field {sorted(set(flags) - set(inherited))}"
+        )
+    annotations: dict[str, Any] = {}
+    for name, kind in inherited.items():
+        flag = flags[name]
+        if get_origin(flag) is Annotated:
+            declared, *metadata = get_args(flag)
+            if declared != kind:
+                raise TypeError(f"{args_class.__name__}.{name}: the option is {declared}, the field {kind}")
+            flag = metadata[0]
+        annotations[name] = Annotated[kind, flag]
+    annotations.update(vars(args_class).get("__annotations__", {}))
+    return annotations

@@ -1,6 +1,5 @@
-"""`dflash-tools plan`: the options (`PlanArgs`) and help; the work is in `plan_run` (see `app.py`)."""
-
-from typing import Annotated
+"""`dflash-tools plan`: the options (`PlanArgs`: the core's `PlanOptions` with a flag each) and help;
+the work is in `plan_run` (see `app.py`)."""
 
 import typer
 
@@ -24,6 +23,7 @@ from dflash_tools.cli._options import (
     args_dataclass,
     command_for,
 )
+from dflash_tools.plan.options import PlanOptions
 
 HELP = """Plan a launch: the vLLM and SGLang command lines, and the checks that they fit.
 
@@ -54,89 +54,75 @@ SERVING = "Serving facts"
 
 
 @args_dataclass
-class PlanArgs:
-    """The options of `plan`, as parsed (the `plan_request.PlanArguments` the core reads)."""
+class PlanArgs(PlanOptions):
+    """The options of `plan`, as parsed: the core's `PlanOptions` (each option's name, type and
+    default, declared there once; its flag and help in `FLAGS`), and the Hub and output options."""
 
-    target: TargetOption = None
-    drafts: DraftsOption = None
-    preset: PresetOption = None
-    num_speculative_tokens: KOption = None
-    engines: EngineReleasesOption = None
-    gpu_memory: GpuMemoryOption = None
-    tensor_parallel_size: Annotated[
-        int,
-        typer.Option("--tensor-parallel-size", min=1, help="GPUs the target is split across.", rich_help_panel=SERVING),
-    ] = 1
-    decode_context_parallel_size: Annotated[
-        int,
-        typer.Option(
-            "--decode-context-parallel-size",
-            min=1,
-            help="vLLM decode context parallelism of the target (within the tensor-parallel GPUs).",
-            rich_help_panel=SERVING,
-        ),
-    ] = 1
-    max_num_seqs: Annotated[
-        int | None,
-        typer.Option(
-            "--max-num-seqs",
-            min=1,
-            help="Most requests at once (default: vLLM's for the GPU; SGLang's 48).",
-            show_default=False,
-            rich_help_panel=SERVING,
-        ),
-    ] = None
-    max_model_len: Annotated[
-        int | None,
-        typer.Option(
-            "--max-model-len",
-            min=1,
-            help="Longest request in tokens (default: the target's max_position_embeddings).",
-            show_default=False,
-            rich_help_panel=SERVING,
-        ),
-    ] = None
-    max_num_batched_tokens: Annotated[
-        int | None,
-        typer.Option(
-            "--max-num-batched-tokens",
-            min=1,
-            help="vLLM tokens per scheduler step (default: vLLM's for the GPU, raised to what the draft needs).",
-            show_default=False,
-            rich_help_panel=SERVING,
-        ),
-    ] = None
-    gpu_memory_utilization: Annotated[
-        float | None,
-        typer.Option(
-            "--gpu-memory-utilization",
-            min=0.01,
-            max=1.0,
-            help="Fraction of each GPU vLLM may use (default: vLLM's, 0.92).",
-            show_default=False,
-            rich_help_panel=SERVING,
-        ),
-    ] = None
-    dtype: Annotated[
-        str | None,
-        typer.Option(
-            "--dtype",
-            help="Model dtype (default: the target config's; float32 is served as bfloat16).",
-            rich_help_panel=SERVING,
-        ),
-    ] = None
-    kv_cache_dtype: Annotated[
-        str | None,
-        typer.Option("--kv-cache-dtype", help="KV cache dtype (auto: the model dtype; fp8).", rich_help_panel=SERVING),
-    ] = None
-    revision: RevisionOption = None
-    target_revision: TargetRevisionOption = None
     token: TokenOption = None
     timeout: HubTimeoutOption = 10.0
     output_format: FormatOption = OutputFormat.HUMAN
     json_flag: JsonOption = False
     quiet: QuietOption = False
     no_color: NoColorOption = False
+
+
+# The flag and help of each `PlanOptions` field (a shared option: its one declaration in `_options`).
+FLAGS = {
+    "target": TargetOption,
+    "drafts": DraftsOption,
+    "preset": PresetOption,
+    "num_speculative_tokens": KOption,
+    "engines": EngineReleasesOption,
+    "gpu_memory": GpuMemoryOption,
+    "tensor_parallel_size": typer.Option(
+        "--tensor-parallel-size", min=1, help="GPUs the target is split across.", rich_help_panel=SERVING
+    ),
+    "decode_context_parallel_size": typer.Option(
+        "--decode-context-parallel-size",
+        min=1,
+        help="vLLM decode context parallelism of the target (within the tensor-parallel GPUs).",
+        rich_help_panel=SERVING,
+    ),
+    "max_num_seqs": typer.Option(
+        "--max-num-seqs",
+        min=1,
+        help="Most requests at once (default: vLLM's for the GPU; SGLang's 48).",
+        show_default=False,
+        rich_help_panel=SERVING,
+    ),
+    "max_model_len": typer.Option(
+        "--max-model-len",
+        min=1,
+        help="Longest request in tokens (default: the target's max_position_embeddings).",
+        show_default=False,
+        rich_help_panel=SERVING,
+    ),
+    "max_num_batched_tokens": typer.Option(
+        "--max-num-batched-tokens",
+        min=1,
+        help="vLLM tokens per scheduler step (default: vLLM's for the GPU, raised to what the draft needs).",
+        show_default=False,
+        rich_help_panel=SERVING,
+    ),
+    "gpu_memory_utilization": typer.Option(
+        "--gpu-memory-utilization",
+        min=0.01,
+        max=1.0,
+        help="Fraction of each GPU vLLM may use (default: vLLM's, 0.92).",
+        show_default=False,
+        rich_help_panel=SERVING,
+    ),
+    "dtype": typer.Option(
+        "--dtype",
+        help="Model dtype (default: the target config's; float32 is served as bfloat16).",
+        rich_help_panel=SERVING,
+    ),
+    "kv_cache_dtype": typer.Option(
+        "--kv-cache-dtype", help="KV cache dtype (auto: the model dtype; fp8).", rich_help_panel=SERVING
+    ),
+    "revision": RevisionOption,
+    "target_revision": TargetRevisionOption,
+}
 
 
 def register(app: typer.Typer) -> None:
@@ -147,4 +133,4 @@ def register(app: typer.Typer) -> None:
         short_help="Plan a vLLM / SGLang launch: command lines, budget and memory checks.",
         epilog=EPILOG,
         no_args_is_help=True,
-    )(command_for(PlanArgs, "plan_run"))
+    )(command_for(PlanArgs, "plan_run", FLAGS))

@@ -1,4 +1,4 @@
-"""`dflash-tools plan`, run: call the core (`serving.plan_request`, `serving.plan`) and render (options: `plan_cmd`)."""
+"""`dflash-tools plan`, run: call the core (`plan.request`, `plan.run`) and render (options: `plan_cmd`)."""
 
 from __future__ import annotations
 
@@ -35,8 +35,8 @@ def run(args: PlanArgs) -> None:
     """Run `dflash-tools plan`: build the request (`plan_request`), plan (`plan_launch`), render."""
     fmt = OutputFormat.JSON if args.json_flag else args.output_format
     with handle_errors("plan", json_output=fmt is OutputFormat.JSON, source=args.drafts or args.preset):
-        from dflash_tools.serving.plan import plan_launch
-        from dflash_tools.serving.plan_request import plan_request
+        from dflash_tools.plan.request import plan_request
+        from dflash_tools.plan.run import plan_launch
 
         launch = plan_launch(plan_request(args), token=args.token, timeout=args.timeout)
         document = launch.to_dict()

@@ -18,7 +18,9 @@ One module per step, in the order a conversion runs them:
 - `result`     what was done (`ConvertResult`, the JSON document)
 - `run`        `convert_checkpoint`, which runs the steps
 
-Imports: `inspect`, `dialects`, `draft`, `reading`, `files`, `errors`. Modules here import each
+Imports: `inspect`, `dialects`, `draft`, `reading`, `files`, `errors`, `engine_rules` and `serving`
+(`--for`: what each release reads of the written config), `plan` (the `--for` names, resolved as
+plan's `--engine`). Modules here import each
 other downward only (a step never imports a later one) and never this package's `__init__`.
 """
 

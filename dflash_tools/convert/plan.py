@@ -28,7 +28,7 @@ from dflash_tools.convert.translate import (
 )
 from dflash_tools.draft.description import Algorithm, Dialect, DraftDescription
 from dflash_tools.draft.geometry import Geometry, resolve_geometry
-from dflash_tools.draft.target import TargetSpec, target_argument
+from dflash_tools.draft.target import TargetDescription, target_argument
 from dflash_tools.draft.tensors import Requirement, expected_tensors
 from dflash_tools.engine_rules import ENGINE_RULES, json_key
 from dflash_tools.errors import OperationError, SourceError, UsageError
@@ -79,7 +79,7 @@ class ConvertPlan:
     decisions: list[Decision] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     tensor_changes: list[TensorChange] = field(default_factory=list)
-    target: TargetSpec | None = None
+    target: TargetDescription | None = None
     output_geometry: Geometry | None = None  # what the written config says, as inspect reads it
     # `--for ENGINE`: what each engine release does with the written config (engine_view, in short).
     engines: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -156,7 +156,7 @@ def engine_specs(values: Any) -> list[str]:
         )
     if all(name in ENGINE_RULES for name in names):
         return list(dict.fromkeys(names))
-    from dflash_tools.serving.plan_request import plan_engines
+    from dflash_tools.plan.request import plan_engines
 
     return list(plan_engines(names))
 
@@ -167,7 +167,7 @@ def plan_conversion(
     to: str | None = None,
     block_size: int | None = None,
     sample_from_anchor: bool | None = None,
-    target: str | os.PathLike[str] | TargetSpec | None = None,
+    target: str | os.PathLike[str] | TargetDescription | None = None,
     force: bool = False,
     revision: str | None = None,
     token: str | None = None,

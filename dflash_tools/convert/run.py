@@ -29,7 +29,7 @@ from dflash_tools.convert.write import (
     run_in_place,
     run_to_output,
 )
-from dflash_tools.draft.target import TargetSpec
+from dflash_tools.draft.target import TargetDescription
 from dflash_tools.errors import UsageError
 from dflash_tools.files.atomic import LinkMode
 from dflash_tools.files.hf_cache import is_in_hf_cache
@@ -68,7 +68,7 @@ def convert_checkpoint(
     to: str | None = None,
     block_size: int | None = None,
     sample_from_anchor: bool | None = None,
-    target: str | os.PathLike[str] | TargetSpec | None = None,
+    target: str | os.PathLike[str] | TargetDescription | None = None,
     force: bool = False,
     backup: bool = True,
     link_mode: LinkMode | str = LinkMode.AUTO,

@@ -19,7 +19,7 @@ from dflash_tools.dialects import speculators as speculators_dialect
 from dflash_tools.dialects import zlab as zlab_dialect
 from dflash_tools.draft.description import Algorithm, DraftDescription
 from dflash_tools.draft.geometry import Geometry
-from dflash_tools.draft.target import TargetSpec
+from dflash_tools.draft.target import TargetDescription
 from dflash_tools.errors import OperationError
 from dflash_tools.findings import brief_list
 
@@ -89,13 +89,13 @@ def check_cross_dialect(desc: DraftDescription, destination: str) -> None:
             )
 
 
-def _verifier_record(target: TargetSpec | None) -> dict[str, Any] | None:
+def _verifier_record(target: TargetDescription | None) -> dict[str, Any] | None:
     if target is None:
         return None
     return {"architectures": list(target.architectures), "name_or_path": target.source}
 
 
-def fill_missing_verifier(config: dict[str, Any], target: TargetSpec, decisions: list[Decision]) -> None:
+def fill_missing_verifier(config: dict[str, Any], target: TargetDescription, decisions: list[Decision]) -> None:
     spec = config.get("speculators_config")
     if not isinstance(spec, dict):
         return
@@ -142,7 +142,7 @@ def render_cross(
     desc: DraftDescription,
     destination: str,
     geometry: Geometry,
-    target: TargetSpec | None,
+    target: TargetDescription | None,
     decisions: list[Decision],
     warnings: list[str],
 ) -> dict[str, Any]:

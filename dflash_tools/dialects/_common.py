@@ -3,8 +3,9 @@
 Typed access to untrusted config dicts (wrong types become findings, never exceptions), and the
 pieces two dialects both need: the DFlash2 conv/selector keys (z-lab's `dflash_config` and
 speculators' top level spell them alike), speculators' `sliding_window_non_causal` default (the
-z-lab writer translates from it), the order-keeping merge both writers use, and `stated`, which
-reads the block sizes and layout declarations at the places a dialect's spec lists.
+z-lab writer translates from it), the order-keeping merge both writers use, and
+`layout_values` / `block_size_values`, which read the block sizes and layout declarations at the
+places a dialect's spec lists (through `draft.config_paths`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
+from dflash_tools.draft.config_paths import set_path, values_at
 from dflash_tools.draft.description import Algorithm, DecoderSpec, DFlash2Spec, DraftDescription
 from dflash_tools.draft.dialect_spec import DialectSpec
 from dflash_tools.findings import Finding, make_finding
@@ -302,44 +304,17 @@ def sliding_window_non_causal(desc: DraftDescription) -> bool:
     return SLIDING_WINDOW_NON_CAUSAL_DEFAULT[desc.algorithm]
 
 
-def stated(config: dict[str, Any], paths: tuple[str, ...]) -> dict[str, Any]:
-    """The raw value at each dotted path of `paths` that `config` has, in the order given.
-
-    Readers record block sizes and layout declarations this way, at the places their spec lists
-    (`SPEC.keys.block_size`, `SPEC.keys.layout`); geometry judges the values.
-    """
-    out: dict[str, Any] = {}
-    for path in paths:
-        node: Any = config
-        for part in path.split("."):
-            if not isinstance(node, dict) or part not in node:
-                break
-            node = node[part]
-        else:
-            out[path] = node
-    return out
+# Readers record block sizes and layout declarations raw, at the places their spec lists
+# (`SPEC.keys.block_size`, `SPEC.keys.layout`); geometry judges the values.
 
 
 def layout_values(config: dict[str, Any], spec: DialectSpec) -> dict[str, Any]:
     """Every declaration of the layout the config makes, at the places its format keeps one."""
-    return stated(config, tuple(key.path for key in spec.keys.layout))
+    return values_at(config, (key.path for key in spec.keys.layout))
 
 
 def block_size_values(config: dict[str, Any], spec: DialectSpec) -> dict[str, Any]:
-    return stated(config, spec.keys.block_size)
-
-
-def set_path(config: dict[str, Any], path: str, value: Any) -> None:
-    """Write `value` at a dotted path, making the objects on the way (a non-object is replaced)."""
-    node = config
-    *parents, last = path.split(".")
-    for part in parents:
-        child = node.get(part)
-        if not isinstance(child, dict):
-            child = {}
-            node[part] = child
-        node = child
-    node[last] = value
+    return values_at(config, spec.keys.block_size)
 
 
 def write_layout(config: dict[str, Any], spec: DialectSpec, sample_from_anchor: bool, paths: tuple[str, ...]) -> None:

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from dflash_tools.draft.config_paths import find_path
 from dflash_tools.draft.description import DraftDescription
 from dflash_tools.draft.dialect_spec import DialectSpec
 from dflash_tools.engine_rules import ENGINE_RULES, EngineRules, FeatureRule, Outcome
@@ -131,15 +132,6 @@ def _show(value: Any) -> str:
     return str(value).lower() if isinstance(value, bool) else repr(value) if isinstance(value, str) else str(value)
 
 
-def _lookup(config: dict[str, Any], path: str) -> tuple[bool, Any]:
-    node: Any = config
-    for part in path.split("."):
-        if not isinstance(node, dict) or part not in node:
-            return False, None
-        node = node[part]
-    return True, node
-
-
 def features_used(
     config: dict[str, Any],
     spec: DialectSpec | None,
@@ -157,7 +149,7 @@ def features_used(
         stated: dict[str, Any] = {}
         for path in feature.paths:
             for prefix in prefixes if not path.startswith("dflash_config.") else ("",):
-                present, value = _lookup(config, prefix + path)
+                present, value = find_path(config, prefix + path)
                 if present and feature.on(value):
                     stated.setdefault(path, value)
         if stated:

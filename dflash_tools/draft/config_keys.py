@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from dflash_tools.draft.config_paths import find_path
 from dflash_tools.draft.dialect_spec import DialectSpec
 from dflash_tools.findings import Finding, Severity, make_finding
 
@@ -361,21 +362,12 @@ def _plausible(entry: ConfigKey, value: Any) -> bool:
     return all(low <= item <= high for item in _scalars(value) if _is_number(item))
 
 
-def _lookup(config: dict[str, Any], path: str) -> tuple[bool, Any]:
-    node: Any = config
-    for part in path.split("."):
-        if not isinstance(node, dict) or part not in node:
-            return False, None
-        node = node[part]
-    return True, node
-
-
 def located(config: dict[str, Any], spec: DialectSpec) -> Iterator[tuple[ConfigKey, str, Any]]:
     """Every table key present in `config`, with the dotted path it was found at and its value."""
     for entry in KEYS:
         for prefix in prefixes(entry.scope, spec):
             path = prefix + entry.key
-            present, value = _lookup(config, path)
+            present, value = find_path(config, path)
             if present:
                 yield entry, path, value
 

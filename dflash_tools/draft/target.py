@@ -92,10 +92,6 @@ class TargetDescription:
         }
 
 
-# The name it had when it held only the pairing dimensions.
-TargetSpec = TargetDescription
-
-
 def text_value(config: Mapping[str, Any], key: str) -> tuple[Any, str]:
     """(value, where) of a target config key: `text_config`'s when it holds the key (a multimodal
     target's text model), else the top level's. `where` names the key as the config writes it."""

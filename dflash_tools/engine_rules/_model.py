@@ -262,7 +262,7 @@ class ServingDefault:
 class ServingRule:
     """A rule the release enforces on the launch settings of a plan, stated in our words.
 
-    `name` is stable: the serving plan (`serving.plan`) implements each name once and a test keeps
+    `name` is stable: the serving plan (`plan.rules`) implements each name once and a test keeps
     every table's names implemented. `broken` says what the release does when the rule is broken.
     """
 

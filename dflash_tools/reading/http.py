@@ -252,7 +252,7 @@ if hasattr(os, "register_at_fork"):
 
 
 @dataclass
-class Answer:
+class BoundedResponse:
     """A response read within its bounds. `complete`: the body ended on its own (not cut, not broken)."""
 
     status: int
@@ -284,7 +284,7 @@ def exchange(
     connect_timeout: float | None = None,
     stall_timeout: float | None = None,
     cookies_seen: set[str] | None = None,
-) -> Answer:
+) -> BoundedResponse:
     """One request to `url` (redirects followed) within `deadline`, reading at most `limit` body bytes.
 
     Over the limit: `HttpTooLarge`, or with `cut` the first `limit` bytes (a ranged read that
@@ -370,7 +370,9 @@ def _limit_reads(response: httpx2.Response, seconds: float) -> None:
         timeouts["read"] = seconds
 
 
-def _read(response: httpx2.Response, what: str, limit: int, cut: bool, skip: int, deadline: Deadline) -> Answer:
+def _read(
+    response: httpx2.Response, what: str, limit: int, cut: bool, skip: int, deadline: Deadline
+) -> BoundedResponse:
     status = response.status_code
     headers = response.headers
     if status != 200:
@@ -411,7 +413,7 @@ def _read(response: httpx2.Response, what: str, limit: int, cut: bool, skip: int
         if not cut or deadline.expired:
             raise
         # A ranged read keeps what arrived; its caller asks for the rest.
-    return Answer(status, headers, bytes(data[:limit]), complete, str(response.url), received)
+    return BoundedResponse(status, headers, bytes(data[:limit]), complete, str(response.url), received)
 
 
 def cookie_values(headers: httpx2.Headers) -> set[str]:

@@ -4,10 +4,10 @@
 (`dflash_tools.smoke_contract`). Importing this package does not import torch; the modules that
 need it (`ops`, `draft`, `target`, `loop`, `runner`, `weights`) are loaded on first use.
 The tiny demo target and drafts it runs are written by the fixture factory
-(`dflash_tools.testing.demos`).
+(`dflash_tools_testing.demos`).
 
 Imports: `inspect`, `draft`, `reading` and `smoke_contract` (the request and result documents it
-shares with the vLLM engine); never `smoke`, nor `cli`.
+shares with the vLLM engine). Never `smoke`, nor `cli`.
 """
 
 from __future__ import annotations

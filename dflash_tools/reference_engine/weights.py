@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from dflash_tools.draft.config_paths import set_path
 from dflash_tools.draft.description import DraftDescription
 from dflash_tools.draft.geometry import Geometry, resolve_geometry
 from dflash_tools.errors import OperationError, SourceError
@@ -37,15 +38,7 @@ def apply_overrides(config: dict[str, Any], overrides: dict[str, Any]) -> dict[s
     """A copy of `config` with dotted keys (`dflash_config.sample_from_anchor`) set."""
     out = copy.deepcopy(config)
     for dotted, value in overrides.items():
-        parts = dotted.split(".")
-        node = out
-        for part in parts[:-1]:
-            child = node.get(part)
-            if not isinstance(child, dict):
-                child = {}
-                node[part] = child
-            node = child
-        node[parts[-1]] = value
+        set_path(out, dotted, value)
     return out
 
 

@@ -20,17 +20,10 @@
     installed_columns.py  that column for `inspect --engine` (the table's, the engine's, the finding)
     installed_vllm.py   asks the vLLM installed here, in a child process (`installed_vllm_child.py`)
     installed_sglang.py asks the SGLang installed here, in a child process (`installed_sglang_child.py`)
-    plan_request.py     `dflash-tools plan`'s request, built once from the arguments and a preset
-                        (each value with its source)
-    plan.py             `plan_launch`: for each draft, the settings each release resolves (its
-                        table's defaults), the checks, the launch lines
-    plan_model.py       the plan's request and answer (`PlanRequest`, `ServingPlan`, `LaunchPlan`)
-    plan_rules.py       the tables' serving rules (`ServingRule.name`), one function each
-    plan_checks.py      the plan's numbers: dimensions (over `TargetDescription`), token budget,
-                        tensor parallelism
-    plan_memory.py      weights per rank, KV bytes per token, whether both fit
     k_values.py         `-k` as every command takes it (one K, or smoke-test's list or range)
-    presets.py          configs/presets and configs/prompts (plan and smoke-test both use them)
+
+`dflash-tools plan` (its request, checks, memory, rules and presets) is the package above this one,
+`dflash_tools.plan`.
 
 The rules per engine release come from `engine_rules`; this package applies them to one draft.
 Nothing here imports typer, rich, torch, vLLM or SGLang; the two `installed_*_child.py` scripts

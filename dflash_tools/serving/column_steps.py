@@ -14,11 +14,12 @@ from typing import Any
 from dflash_tools.dialects import spec_for_family
 from dflash_tools.dialects.features import CONDITIONS, features_used
 from dflash_tools.dialects.features import outcome as feature_outcome
+from dflash_tools.draft.config_paths import find_path
 from dflash_tools.draft.geometry import layout_name
 from dflash_tools.engine_rules import ENGINE_RULES, Layout, Outcome, WhenMissing
 from dflash_tools.engine_rules.config_loading import resolve
 from dflash_tools.findings import Severity
-from dflash_tools.serving.config_reads import as_int, find, int_list, lookup, num_hidden_layers, source_name
+from dflash_tools.serving.config_reads import as_int, int_list, lookup, num_hidden_layers, source_name
 from dflash_tools.serving.engine_checks import CHECKERS
 from dflash_tools.serving.engine_model import RANK, DraftFacts, EngineView
 from dflash_tools.serving.load_path import defaults_step, installed_reading, notable_fills, resolution_step
@@ -241,7 +242,7 @@ def record_layout_read(view: EngineView, facts: DraftFacts, locations: tuple[str
 
 
 def _present(config: dict[str, Any], path: str) -> bool:
-    present, value = find(config, path)
+    present, value = find_path(config, path)
     return present and value is not None
 
 

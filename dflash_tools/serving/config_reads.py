@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from dflash_tools.draft.config_paths import find_path
 from dflash_tools.draft.model_limits import within_limit
 from dflash_tools.draft.target import text_value
 from dflash_tools.engine_rules import KeyRead
@@ -23,15 +24,6 @@ def num_hidden_layers(config: dict[str, Any]) -> Any:
 # --------------------------------------------------------------------------------------------
 
 
-def find(config: dict[str, Any], location: str) -> tuple[bool, Any]:
-    node: Any = config
-    for part in location.split("."):
-        if not isinstance(node, dict) or part not in node:
-            return False, None
-        node = node[part]
-    return True, node
-
-
 def lookup(config: dict[str, Any], rule: KeyRead | None) -> tuple[Any, str | None]:
     """(value, location) from the first of the rule's locations that is present; (None, None)
     when none is. A location present with null stops the search, as the engines' `dict.get`
@@ -39,7 +31,7 @@ def lookup(config: dict[str, Any], rule: KeyRead | None) -> tuple[Any, str | Non
     if rule is None:
         return None, None
     for location in rule.locations:
-        present, value = find(config, location)
+        present, value = find_path(config, location)
         if present:
             return value, location
     return None, None

@@ -13,7 +13,7 @@ from typing import Any
 from dflash_tools import dialects
 from dflash_tools.draft.description import DraftDescription
 from dflash_tools.draft.geometry import Geometry, decide_layout
-from dflash_tools.draft.target import TargetSpec
+from dflash_tools.draft.target import TargetDescription
 from dflash_tools.engine_rules import EngineRules, Layout, Outcome
 from dflash_tools.engine_rules.config_loading import Resolution
 from dflash_tools.findings import Finding, Severity, make_finding
@@ -97,7 +97,7 @@ class DraftFacts:
         source: str,
         draft: str,
         draft_revision: str | None = None,
-        target_spec: TargetSpec | None = None,
+        target_spec: TargetDescription | None = None,
         target: str | None = None,
     ) -> DraftFacts:
         """The facts of a config and what inspect made of it (`desc`, `geometry`: None when unknown)."""

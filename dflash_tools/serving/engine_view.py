@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from dflash_tools.draft.target import TargetSpec
+from dflash_tools.draft.target import TargetDescription
 from dflash_tools.engine_rules import ENGINE_RULES, EngineRules, get_rules, json_key, latest
 from dflash_tools.findings import Finding
 from dflash_tools.inspect import InspectReport, cap_findings, finish_findings, inspect_loaded
@@ -130,7 +130,7 @@ def inspect_for_engines(
     specs: list[str],
     *,
     installed_vllm: VllmCapability | None = None,
-    target: TargetSpec | None = None,
+    target: TargetDescription | None = None,
     target_name: str | None = None,
     num_speculative_tokens: int | None = None,
     installed_reader: Reader | None = None,

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dflash_tools.draft.description import Algorithm, DraftDescription
 from dflash_tools.draft.geometry import Geometry
-from dflash_tools.draft.target import TargetSpec
+from dflash_tools.draft.target import TargetDescription
 from dflash_tools.engine_rules import vllm_plugin_releases
 from dflash_tools.findings import Finding, Severity, make_finding, sort_findings
 from dflash_tools.inspect import InspectReport, inspect_loaded
@@ -38,7 +38,7 @@ def inspect_for_vllm(
     loaded: LoadedCheckpoint,
     vllm: VllmCapability,
     *,
-    target: TargetSpec | None = None,
+    target: TargetDescription | None = None,
     num_speculative_tokens: int | None = None,
 ) -> InspectReport:
     """`inspect_loaded`, then how this vLLM will serve the draft (findings, and `vllm` in the document)."""

@@ -27,10 +27,10 @@
 Nothing here imports typer or rich; vLLM and torch are imported only inside the child.
 
 What the installed vLLM can serve (`serving.vllm_capability`) and what each engine release reads
-(`engine_rules`) live below this package, and so do the presets (`serving.presets`) and the
+(`engine_rules`) live below this package, and so do the presets (`plan.presets`) and the
 JSON request / result exchanged with the engine child process (`dflash_tools.smoke_contract`).
 
-Imports: `serving`, `engine_rules`, `inspect`, `draft`, `reading`, `vllm_plugin` (its markers and
+Imports: `plan` (its presets), `serving`, `engine_rules`, `inspect`, `draft`, `reading`, `vllm_plugin` (its markers and
 fingerprints), `smoke_contract`, and `reference_engine` only from `child` (the torch engine, in the
 child process).
 """

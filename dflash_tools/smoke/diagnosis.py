@@ -32,7 +32,7 @@ from dflash_tools import smoke_contract as contract
 from dflash_tools.draft.geometry import layout_name
 
 if TYPE_CHECKING:
-    from dflash_tools.serving.presets import Floor
+    from dflash_tools.plan.presets import Floor
     from dflash_tools.smoke.plan import DraftPlan, RunPlan
 
 # Preflight findings that bear on what the draft reads (docs/findings.md): the taps, the target's

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from dflash_tools.errors import UsageError
-from dflash_tools.serving.presets import DraftEntry, Floor, Preset
+from dflash_tools.plan.presets import DraftEntry, Floor, Preset
 from dflash_tools.smoke.protocols import Protocol as SamplingProtocol
 from dflash_tools.smoke.protocols import greedy
 
@@ -269,7 +269,7 @@ def resolve_options(args: SmokeArguments, preset: Preset | None = None) -> Smoke
     prompts, tokens, chat), else the preset's (`preset`, or the one `args.preset` names), else the
     default; `SmokeOptions.sources` says which. Raises UsageError for values or combinations that
     cannot work, and for any number out of its range (`smoke.limits`) before it is used."""
-    from dflash_tools.serving import presets
+    from dflash_tools.plan import presets
     from dflash_tools.serving.k_values import parse_k_values
     from dflash_tools.smoke import limits
     from dflash_tools.smoke.protocols import load_protocol
@@ -413,7 +413,7 @@ def _prompts(
     sources: dict[str, Source],
 ) -> _Prompts:
     """The prompts: a dataset's rows (`--dataset`, in the protocol's order), else a prompts file."""
-    from dflash_tools.serving import presets
+    from dflash_tools.plan import presets
     from dflash_tools.smoke.datasets import load_dataset_prompts
 
     dataset = _optional_text(_given(args, "dataset", None), "dataset")

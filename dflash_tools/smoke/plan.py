@@ -31,12 +31,12 @@ from typing import Any
 from dflash_tools import smoke_contract as contract
 from dflash_tools.draft.description import Algorithm, DraftDescription
 from dflash_tools.draft.geometry import Geometry, layout_name, num_query_tokens, resolve_geometry
-from dflash_tools.draft.target import TargetSpec
+from dflash_tools.draft.target import TargetDescription
 from dflash_tools.errors import DflashToolsError, SourceError, UsageError
 from dflash_tools.findings import Finding, Severity, has_errors, sort_findings
 from dflash_tools.inspect import InspectReport, inspect_loaded
+from dflash_tools.plan.presets import SANITY_FLOOR, DraftEntry, Floor
 from dflash_tools.reading.source import load_checkpoint
-from dflash_tools.serving.presets import SANITY_FLOOR, DraftEntry, Floor
 from dflash_tools.serving.vllm_capability import VllmCapability
 from dflash_tools.serving.vllm_runtime import VllmRuntime
 from dflash_tools.smoke.options import SmokeOptions
@@ -158,7 +158,7 @@ class DraftPlan:
 class SmokePlan:
     engine: str
     target: str | None
-    target_spec: TargetSpec | None
+    target_spec: TargetDescription | None
     capability: VllmCapability | None
     drafts: list[DraftPlan]
     options: SmokeOptions
@@ -301,7 +301,7 @@ def plan_draft(
     entry: DraftEntry,
     options: SmokeOptions,
     engine: str,
-    target_spec: TargetSpec | None,
+    target_spec: TargetDescription | None,
     capability: VllmCapability | None,
 ) -> DraftPlan:
     source = entry.draft
@@ -504,7 +504,7 @@ RUNNABLE_EXAMPLE_TARGETS = (
 )
 
 
-def require_runnable_target(target_spec: TargetSpec) -> None:
+def require_runnable_target(target_spec: TargetDescription) -> None:
     """Refuse at plan time a local target that has a config but no weights (a config-only example
     such as example:tiny-target): the plan would say PLANNED and the engine fail at load time.
     A Hub target is not listed here (that would cost a request); its engine reports a missing file."""
@@ -525,7 +525,7 @@ def require_runnable_target(target_spec: TargetSpec) -> None:
 def resolve_plan(
     options: SmokeOptions,
     capability: VllmCapability | None,
-    target_spec: TargetSpec | None,
+    target_spec: TargetDescription | None,
 ) -> SmokePlan:
     if not options.drafts:
         raise UsageError("no draft given", "pass --draft (repeatable) or --preset")

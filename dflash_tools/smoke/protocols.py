@@ -11,12 +11,12 @@ from), `temperature`, `top_p` (null: the server's default), `top_k` (null or 0: 
 `order` ("dataset": the first rows in the dataset's order; "shuffled-42": z-lab's benchmark
 order, `random.Random(42)` over the row indices), `warmup` (requests sent first and not measured).
 
-A protocol file is read like a preset (`serving.presets.read_json_file`: a regular file of at most
+A protocol file is read like a preset (`plan.presets.read_json_file`: a regular file of at most
 1 MiB, strict UTF-8, bounded values and nesting), and its counts are held to the ranges of the
 command line's options (`smoke.limits.BOUNDS`: `num_prompts` as --num-prompts, `max_tokens` as
 --max-tokens, `warmup` and `top_k` their own) when it is loaded, before any prompt is built.
 
-Imports: `draft.profiles` (where the bundled configs live), `serving.presets` (the bounded reader),
+Imports: `draft.profiles` (where the bundled configs live), `plan.presets` (the bounded reader),
 `smoke.limits` (the ranges).
 """
 
@@ -195,7 +195,7 @@ def parse_protocol(data: Any, where: str) -> Protocol:
 
 def load_protocol(name: str | os.PathLike[str]) -> Protocol:
     """A bundled protocol by name (`greedy`, `zlab-card`), or a path to a protocol .json file."""
-    from dflash_tools.serving.presets import read_json_file
+    from dflash_tools.plan.presets import read_json_file
 
     if isinstance(name, os.PathLike):
         name = os.fspath(name)

@@ -20,7 +20,7 @@ from dflash_tools import smoke_contract as contract
 from dflash_tools.draft.description import Algorithm
 from dflash_tools.draft.geometry import layout_name
 from dflash_tools.errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE
-from dflash_tools.serving.presets import Floor
+from dflash_tools.plan.presets import Floor
 from dflash_tools.smoke import cross_check, diagnosis, sweep, timing
 from dflash_tools.smoke.plan import DraftPlan, RunPlan, SmokePlan
 from dflash_tools.smoke.prefix_check import prefix_caching_identity, prefix_caching_reasons, token_identity

@@ -26,7 +26,7 @@ from dflash_tools import smoke_contract as contract
 from dflash_tools.draft.target import TargetDescription, load_target
 from dflash_tools.engine_rules import VLLM_CPU_BUILD
 from dflash_tools.errors import TORCH_INSTALL_HINT, VLLM_INSTALL_HINT, UsageError
-from dflash_tools.serving.presets import SANITY_FLOOR
+from dflash_tools.plan.presets import SANITY_FLOOR
 from dflash_tools.smoke import report
 from dflash_tools.smoke.options import Runtime, SmokeOptions
 from dflash_tools.smoke.plan import DraftPlan, RunPlan, SmokePlan, plan_draft, resolve_plan

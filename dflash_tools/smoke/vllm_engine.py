@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from dflash_tools import smoke_contract as contract
+from dflash_tools.draft.config_paths import set_path
 from dflash_tools.smoke.metrics import ZERO, counters_from_metrics
 from dflash_tools.smoke.vllm_passes import (
     continuation_pass,
@@ -47,19 +48,6 @@ class EngineFailure(RuntimeError):
 # --- the draft folder vLLM sees --------------------------------------------------------------
 
 
-def set_dotted(config: dict[str, Any], dotted: str, value: Any) -> None:
-    """Set `a.b.c` in nested dicts, creating missing levels."""
-    *parents, leaf = dotted.split(".")
-    node = config
-    for key in parents:
-        child = node.get(key)
-        if not isinstance(child, dict):
-            child = {}
-            node[key] = child
-        node = child
-    node[leaf] = value
-
-
 def build_overlay(source_dir: Path, overlay_dir: Path, overrides: dict[str, Any]) -> Path:
     """A folder that is `source_dir` with `overrides` applied to config.json.
 
@@ -81,7 +69,7 @@ def build_overlay(source_dir: Path, overlay_dir: Path, overrides: dict[str, Any]
             continue
         (overlay_dir / entry.name).symlink_to(entry.resolve())
     for dotted, value in overrides.items():
-        set_dotted(config, dotted, value)
+        set_path(config, dotted, value)
     (overlay_dir / CONFIG_NAME).write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
     return overlay_dir
 

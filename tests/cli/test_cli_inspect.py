@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from dflash_tools import testing
+import dflash_tools_testing as testing
 from dflash_tools.cli import app
 from tests.conftest import CheckpointFactory
 

@@ -29,6 +29,7 @@ from pathlib import Path
 import pytest
 
 from dflash_tools.cli._layout import hint_commands
+from dflash_tools.engine_rules import ENGINE_RULES
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
 WIDTHS = (80, 120)
@@ -263,7 +264,9 @@ def test_plan_launch_lines_and_numbers(columns: int, tmp_path: Path) -> None:
             tokens |= {f["code"] for f in engine["findings"]}
             for finding in engine["findings"]:
                 tokens |= set(re.findall(r"--[\w-]+ \d+", finding["hint"]))
-    assert len(commands) == 5  # two vLLM releases for each draft, SGLang for the bonus one only
+    # Every vLLM release for each draft, SGLang's for the bonus one only.
+    vllm_releases = sum(rules.engine == "vllm" for rules in ENGINE_RULES.values())
+    assert len(commands) == 2 * vllm_releases + sum(rules.engine == "sglang" for rules in ENGINE_RULES.values())
     programs = ("vllm ", "python ", "DFLASH_TOOLS_", "VLLM_")
     joined = shell_joined(lines)
     runnable = [line for line in joined if line.startswith(programs)]

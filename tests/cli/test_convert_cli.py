@@ -8,7 +8,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from dflash_tools import testing
+import dflash_tools_testing as testing
 from dflash_tools.cli import app
 from dflash_tools.inspect import inspect_checkpoint
 from tests.conftest import CheckpointFactory

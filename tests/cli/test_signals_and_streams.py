@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from dflash_tools import testing
+import dflash_tools_testing as testing
 
 
 def child_env(**extra: str) -> dict[str, str]:

@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from dflash_tools import testing
+import dflash_tools_testing as testing
 from dflash_tools.cli import app
-from dflash_tools.serving.presets import list_presets, load_preset
+from dflash_tools.plan.presets import list_presets, load_preset
 from dflash_tools.smoke.runner import CHILD_COMMAND_ENV
 from tests.hub_server import HubServer
 

@@ -12,7 +12,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from dflash_tools import convert_checkpoint, plan_conversion, testing
+import dflash_tools_testing as testing
+from dflash_tools import convert_checkpoint, plan_conversion
 from dflash_tools.convert import RESTORE_KEY, VerificationFailed
 from dflash_tools.dialects import read
 from dflash_tools.draft.description import DraftDescription

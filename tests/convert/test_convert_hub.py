@@ -15,7 +15,8 @@ import pytest
 from huggingface_hub import constants
 from typer.testing import CliRunner
 
-from dflash_tools import convert_checkpoint, plan_conversion, testing
+import dflash_tools_testing as testing
+from dflash_tools import convert_checkpoint, plan_conversion
 from dflash_tools.cli import app
 from dflash_tools.errors import OperationError, UsageError
 from dflash_tools.inspect import inspect_checkpoint

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dflash_tools import testing
+import dflash_tools_testing as testing
 from dflash_tools.inspect import inspect_checkpoint
 from dflash_tools.reading.safetensors_header import expected_nbytes
 

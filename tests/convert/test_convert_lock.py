@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from dflash_tools import testing
+import dflash_tools_testing as testing
 from dflash_tools.cli import app
 from dflash_tools.files.locking import LockBusy, folder_lock, lock_file_path, name_lock
 from dflash_tools.inspect import inspect_checkpoint

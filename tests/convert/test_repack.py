@@ -11,7 +11,7 @@ from safetensors.numpy import load_file
 
 from dflash_tools.convert.repack import TensorEdits, plan_repack, repack_file, rewrite_index, write_repacked
 from dflash_tools.reading.safetensors_header import expected_nbytes, read_local_header
-from dflash_tools.testing import write_safetensors
+from dflash_tools_testing import write_safetensors
 
 TENSORS = [
     ("a.weight", "F32", (16, 8)),

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from dflash_tools import dialects, testing
+import dflash_tools_testing as testing
+from dflash_tools import dialects
 from dflash_tools.engine_rules import ENGINE_RULES, Architecture
 from dflash_tools.inspect import inspect_checkpoint
 from dflash_tools.reading.source import load_checkpoint

@@ -12,7 +12,8 @@ import copy
 from pathlib import Path
 from typing import Any
 
-from dflash_tools import dialects, testing
+import dflash_tools_testing as testing
+from dflash_tools import dialects
 from dflash_tools.engine_rules import ENGINE_RULES
 from dflash_tools.inspect import inspect_checkpoint
 from dflash_tools.reading.source import load_checkpoint

@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from dflash_tools import dialects, testing
+import dflash_tools_testing as testing
+from dflash_tools import dialects
 from dflash_tools.convert import convert_checkpoint
 from dflash_tools.engine_rules import ENGINE_RULES
 from dflash_tools.findings import Finding

@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from dflash_tools import dialects, testing
+import dflash_tools_testing as testing
+from dflash_tools import dialects
 from dflash_tools.convert import convert_checkpoint
 from dflash_tools.draft.geometry import resolve_geometry
 from dflash_tools.errors import OperationError

@@ -11,7 +11,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from dflash_tools import dialects, testing
+import dflash_tools_testing as testing
+from dflash_tools import dialects
 from dflash_tools.convert import convert_checkpoint
 from dflash_tools.engine_rules import ENGINE_RULES
 from dflash_tools.inspect import inspect_checkpoint

@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from dflash_tools import dialects, testing
+import dflash_tools_testing as testing
+from dflash_tools import dialects
 from dflash_tools.dialects._common import ConfigView, block_size_values, layout_values, read_decoder
 from dflash_tools.draft.checks import check_config
 from dflash_tools.draft.config_keys import check_config_keys
@@ -68,7 +69,10 @@ def test_the_page_on_adding_a_dialect_lists_at_most_four_places() -> None:
     section = page.split("## The files", 1)[1].split("\n## ", 1)[0]
     steps = re.findall(r"^\d+\. `([^`]+)`", section, re.MULTILINE)
     assert 1 <= len(steps) <= 4, steps
-    named = set(re.findall(r"`(dflash_tools/[\w/.]+)`", section))
+    named = set(re.findall(r"`(dflash_tools(?:_testing)?/[\w/.]+)`", section))
+    # Every generated page a test compares with its generator is named with its command.
+    for command in ("python -m dflash_tools.dialects >", "python -m dflash_tools.engine_rules.docs > docs/engines.md"):
+        assert command in " ".join(page.split()), command
     assert set(steps) <= named
     for name in named:
         # The new module's own name is a placeholder; every other path exists today.

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from dflash_tools import testing
+import dflash_tools_testing as testing
 from dflash_tools.findings import CATALOGUE
 from dflash_tools.inspect import inspect_checkpoint
 from tests.conftest import CheckpointFactory

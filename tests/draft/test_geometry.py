@@ -6,7 +6,8 @@ from dataclasses import replace
 
 import pytest
 
-from dflash_tools import dialects, testing
+import dflash_tools_testing as testing
+from dflash_tools import dialects
 from dflash_tools.draft.description import DraftDescription
 from dflash_tools.draft.geometry import (
     block_size_for,

@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import pytest
 
-from dflash_tools import testing
+import dflash_tools_testing as testing
 from dflash_tools.draft.sliding_window import (
     block_keys_hidden,
     context_keys_lost,

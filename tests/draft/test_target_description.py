@@ -15,8 +15,8 @@ from typer.testing import CliRunner
 from dflash_tools.cli import app
 from dflash_tools.draft.target import load_target, target_from_config, text_value
 from dflash_tools.errors import SourceError
+from dflash_tools.plan.checks import target_dims
 from dflash_tools.reading.local import examples_dir
-from dflash_tools.serving.plan_checks import target_dims
 
 DEMO = examples_dir() / "vllm-cpu-demo"
 DRAFT = "example:vllm-cpu-demo/zlab-dflash"

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from dflash_tools import testing
+import dflash_tools_testing as testing
 from dflash_tools.draft.target import load_target
 from dflash_tools.errors import SourceError
 from dflash_tools.inspect import inspect_checkpoint

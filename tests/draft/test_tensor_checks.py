@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from dflash_tools import testing
+import dflash_tools_testing as testing
 from dflash_tools.inspect import inspect_checkpoint
 from tests.conftest import CheckpointFactory
 

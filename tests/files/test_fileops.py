@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dflash_tools import testing
+import dflash_tools_testing as testing
 from dflash_tools.convert.json_edit import detect_style, dumps_like, same_json
 from dflash_tools.files.atomic import (
     LinkMode,

@@ -465,7 +465,7 @@ OFFLINE_CASES = [
 
 
 def run_offline(case: OfflineCase) -> OfflineCase:
-    from dflash_tools.serving.presets import SANITY_FLOOR
+    from dflash_tools.plan.presets import SANITY_FLOOR
     from dflash_tools.smoke.plan import RunPlan
     from dflash_tools.smoke.report import judge_run
 

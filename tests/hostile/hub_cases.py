@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from dflash_tools import testing
+import dflash_tools_testing as testing
 from tests.hub_server import HubServer, safetensors_bytes
 
 REPO = "org/draft"

@@ -30,7 +30,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from dflash_tools import testing
+import dflash_tools_testing as testing
 
 INT64_MAX = 2**63 - 1
 TERABYTE = 1 << 40

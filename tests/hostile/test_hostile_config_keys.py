@@ -108,7 +108,9 @@ def test_a_key_the_reader_also_checks_is_reported_once(make_checkpoint: Checkpoi
 
 
 def test_config_keys_doc_is_generated_from_the_table() -> None:
-    assert (ROOT / "docs" / "config-keys.md").read_text() == config_keys.render_markdown(dialects.SPECS)
+    assert (ROOT / "docs" / "config-keys.md").read_text() == config_keys.render_markdown(dialects.SPECS), (
+        "docs/config-keys.md is not what the table says: python -m dflash_tools.dialects > docs/config-keys.md"
+    )
     documented = (ROOT / "docs" / "config-keys.md").read_text()
     assert all(f"| `{entry.key}` |" in documented for entry in config_keys.KEYS)
 

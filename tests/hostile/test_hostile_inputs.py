@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+import dflash_tools_testing as testing
 from dflash_tools import (
     PlanDraft,
     PlanRequest,
@@ -25,13 +26,12 @@ from dflash_tools import (
     inspect_checkpoint,
     plan_conversion,
     plan_launch,
-    testing,
 )
 from dflash_tools.convert.build import IndexRefused, rewritable_index
 from dflash_tools.draft.target import load_target
 from dflash_tools.errors import UsageError
+from dflash_tools.plan.presets import validate_preset
 from dflash_tools.reading.checkpoint import INDEX_NAME, LoadedCheckpoint, parse_index
-from dflash_tools.serving.presets import validate_preset
 from tests.hostile.input_cases import CASES, Case, build_fixtures, problems, run_case
 
 FUZZ_SEED = 27

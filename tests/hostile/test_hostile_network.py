@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from dflash_tools import testing
+import dflash_tools_testing as testing
 from dflash_tools.errors import SourceError
 from dflash_tools.reading.hub import load_hub_checkpoint
 from tests.hub_server import HubServer, safetensors_bytes

@@ -22,10 +22,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dflash_tools import testing
+import dflash_tools_testing as testing
 from dflash_tools.cli._output import reset_documents, write_json
 from dflash_tools.cli.inspect_run import render_report
-from dflash_tools.draft.target import TargetSpec, load_target, target_from_config
+from dflash_tools.draft.target import TargetDescription, load_target, target_from_config
 from dflash_tools.errors import SourceError
 from dflash_tools.findings import CATALOGUE
 from dflash_tools.inspect import InspectReport, describe, inspect_checkpoint, inspect_loaded
@@ -118,7 +118,7 @@ TENSORS = {
 }
 
 
-def check_report(report: InspectReport, target: TargetSpec | None = None) -> None:
+def check_report(report: InspectReport, target: TargetDescription | None = None) -> None:
     """The JSON document parses back exactly; the human report is inert."""
     for finding in report.findings:
         assert finding.code in CATALOGUE
@@ -137,7 +137,7 @@ def check_report(report: InspectReport, target: TargetSpec | None = None) -> Non
     assert not UNSAFE_OUTPUT.search(human.getvalue()), human.getvalue()
 
 
-def inspect_config(config: Any, dialect: str, target: TargetSpec | None = None) -> InspectReport:
+def inspect_config(config: Any, dialect: str, target: TargetDescription | None = None) -> InspectReport:
     loaded = LoadedCheckpoint(
         source=dialect,
         kind="local",

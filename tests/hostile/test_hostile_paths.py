@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from dflash_tools import testing
+import dflash_tools_testing as testing
 from dflash_tools.inspect import inspect_checkpoint
 from dflash_tools.reading.checkpoint import INDEX_NAME
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from dflash_tools import testing
+import dflash_tools_testing as testing
 
 # Module names a process might import from its working directory.
 DECOYS = ("json", "typer", "rich", "huggingface_hub", "safetensors", "transformers", "torch", "dflash_tools")

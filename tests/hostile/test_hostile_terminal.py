@@ -14,7 +14,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from dflash_tools import testing
+import dflash_tools_testing as testing
 from dflash_tools.cli import app
 from tests.hub_server import HubServer, safetensors_bytes
 

@@ -11,7 +11,7 @@ import huggingface_hub
 import pytest
 from huggingface_hub import constants
 
-from dflash_tools import testing
+import dflash_tools_testing as testing
 from dflash_tools.errors import SourceError
 from dflash_tools.files.hf_cache import is_in_hf_cache
 from dflash_tools.reading.checkpoint import INDEX_NAME, LoadedCheckpoint

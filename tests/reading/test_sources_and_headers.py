@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dflash_tools import testing
+import dflash_tools_testing as testing
 from dflash_tools.errors import SourceError
 from dflash_tools.inspect import inspect_checkpoint
 from dflash_tools.reading.safetensors_header import (

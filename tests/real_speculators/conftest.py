@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 import dflash_tools
-from dflash_tools import testing
+import dflash_tools_testing as testing
 
 if importlib.util.find_spec("speculators") is None:
     collect_ignore_glob = ["test_*.py"]
@@ -37,7 +37,7 @@ LAYOUTS = [("dflash", False), ("dflash", True), ("dflash2", False), ("dflash2", 
 
 def random_draft_spec(algorithm: str, sample_from_anchor: bool, **changes: Any) -> testing.DraftSpec:
     """A small float32 draft paired with the engine demo target (hidden 64, vocabulary 128)."""
-    from dflash_tools.testing.demos import engine_demo as demo
+    from dflash_tools_testing.demos import engine_demo as demo
 
     spec = replace(demo.draft_spec(algorithm, sample_from_anchor=sample_from_anchor), dtype="F32")
     # Fewer selector candidates than the vocabulary, so the selector really chooses.
@@ -63,7 +63,7 @@ def write_random_draft(folder: Path, dialect: str, spec: testing.DraftSpec, seed
 
 @pytest.fixture(scope="session")
 def target_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from dflash_tools.testing.demos import engine_demo as demo
+    from dflash_tools_testing.demos import engine_demo as demo
 
     return demo.write_target(tmp_path_factory.mktemp("target") / "target", noise=0.6, dtype="F32")
 

@@ -2,7 +2,7 @@
 
 `dflash-tools plan --engine vllm==VERSION --json` (in this process) plans the bundled demos and the presets (their
 Hub repos written as a Hugging Face cache and read offline, as vLLM reads them too:
-`dflash_tools.testing.targets`); one child process (`launch_parse.py`) feeds every printed line,
+`dflash_tools_testing.targets`); one child process (`launch_parse.py`) feeds every printed line,
 its `NAME=value` environment included, to vLLM's own parser and config builder. The config must
 be the one the plan intended: method dflash, the draft, K, the query positions per request
 (`num_lookahead_tokens`: K + 1 bonus, K anchor-first through the plugin), max_model_len,
@@ -25,7 +25,7 @@ import pytest
 
 from dflash_tools.engine_rules import ENGINE_RULES
 from dflash_tools.reading.local import examples_dir
-from dflash_tools.testing.targets import write_hub_cache
+from dflash_tools_testing.targets import write_hub_cache
 from tests.real_vllm.conftest import VLLM_VERSION
 
 pytestmark = pytest.mark.real_vllm

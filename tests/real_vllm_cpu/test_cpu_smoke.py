@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from dflash_tools.testing.demos import bundle as bundles
+from dflash_tools_testing.demos import bundle as bundles
 from tests.smoke.test_trained_demo_ab import assert_falls_with_position
 
 pytestmark = pytest.mark.real_vllm_cpu

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from dflash_tools.inspect import inspect_checkpoint
-from dflash_tools.testing.demos import vllm_cpu_demo
+from dflash_tools_testing.demos import vllm_cpu_demo
 from tests.real_vllm_v2 import workarounds
 
 HARNESS = Path(__file__).parent / "harness.py"

@@ -1,4 +1,4 @@
-"""The demos' training loop (`dflash_tools.testing.demos.training`) computes what the reference
+"""The demos' training loop (`dflash_tools_testing.demos.training`) computes what the reference
 engine computes, and a tiny run of the recipe writes a bundle the engine runs.
 
 The training forward passes are batched re-statements of the engine's (`reference_engine/target.py`
@@ -14,17 +14,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dflash_tools import testing
-from dflash_tools.testing.demos import bundle as bundles
-from dflash_tools.testing.demos import checkpoints, corpus
-from dflash_tools.testing.demos.training import Recipe
+import dflash_tools_testing as testing
+from dflash_tools_testing.demos import bundle as bundles
+from dflash_tools_testing.demos import checkpoints, corpus
+from dflash_tools_testing.demos.training import Recipe
 
 torch = pytest.importorskip("torch")
 
 from dflash_tools.reference_engine.draft import DraftModel  # noqa: E402
 from dflash_tools.reference_engine.target import BuiltinTarget  # noqa: E402
 from dflash_tools.reference_engine.weights import load_draft  # noqa: E402
-from dflash_tools.testing.demos import training  # noqa: E402
+from dflash_tools_testing.demos import training  # noqa: E402
 
 TINY = Recipe(
     corpus_problems=40, target_steps=3, target_batch=2, target_window=96,

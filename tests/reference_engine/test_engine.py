@@ -1,6 +1,6 @@
 """The reference engine end to end on tiny real checkpoints (CPU).
 
-Two kinds of pairs, both written by `dflash_tools.testing.demos.engine_demo`:
+Two kinds of pairs, both written by `dflash_tools_testing.demos.engine_demo`:
 - exact (noise 0): the target walks a planted permutation and the drafts copy the anchor, so the
   acceptance of every step is known in advance (see the demo module's docstring);
 - noisy: random weights on top, for token identity under partial acceptance.
@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from dflash_tools.testing.demos import bundle as bundles
-from dflash_tools.testing.demos import engine_demo as demo
+from dflash_tools_testing.demos import bundle as bundles
+from dflash_tools_testing.demos import engine_demo as demo
 
 torch = pytest.importorskip("torch")
 
@@ -331,7 +331,7 @@ def test_causal_layers_do_not_see_later_block_rows(pairs: dict[str, Any]) -> Non
 
 
 def test_layer_attention_per_dialect() -> None:
-    from dflash_tools import testing
+    import dflash_tools_testing as testing
     from dflash_tools.inspect import describe
     from dflash_tools.reference_engine.draft import LayerAttention, layer_attention
 

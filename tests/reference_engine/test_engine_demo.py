@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from dflash_tools.inspect import inspect_checkpoint
-from dflash_tools.testing.demos import checkpoints as demo_checkpoints
-from dflash_tools.testing.demos import engine_demo as demo
+from dflash_tools_testing.demos import checkpoints as demo_checkpoints
+from dflash_tools_testing.demos import engine_demo as demo
 
 
 def test_the_planted_demo_is_deterministic(tmp_path: Path) -> None:
@@ -27,7 +27,7 @@ def test_the_planted_demo_is_deterministic(tmp_path: Path) -> None:
 
 
 def test_engine_import_does_not_import_torch() -> None:
-    code = "import sys, dflash_tools.reference_engine, dflash_tools.testing.demos.engine_demo; print('torch' in sys.modules)"
+    code = "import sys, dflash_tools.reference_engine, dflash_tools_testing.demos.engine_demo; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 

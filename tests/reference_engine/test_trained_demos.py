@@ -1,7 +1,7 @@
 """The trained CPU demo bundles (engine-demo, vllm-cpu-demo): what their manifest records, read
 without torch and without retraining.
 
-The bundles come from `python -m dflash_tools.testing.demos.bundle NAME` (training takes CPU
+The bundles come from `python -m dflash_tools_testing.demos.bundle NAME` (training takes CPU
 minutes; the `retrain` test in tests/smoke/test_trained_demo_ab.py reruns it on demand). Here each file is
 checked against the sha256 the manifest recorded when it was trained, and every config, tokenizer
 file and tensor header against what the recipe writes, so an accidental edit of a bundled file
@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
+from dflash_tools.plan.presets import load_prompts, resolve_prompts_path
 from dflash_tools.reading.safetensors_header import read_local_header
-from dflash_tools.serving.presets import load_prompts, resolve_prompts_path
-from dflash_tools.testing.demos import bundle as bundles
-from dflash_tools.testing.demos import checkpoints, corpus
+from dflash_tools_testing.demos import bundle as bundles
+from dflash_tools_testing.demos import checkpoints, corpus
 
 BUNDLES = sorted(bundles.BUNDLES)
 # The wheel ships both bundles: keep them small (engine-demo is bf16, vllm-cpu-demo float32).
@@ -60,7 +60,7 @@ def test_configs_tokenizer_and_tensor_headers_are_what_the_recipe_writes(name: s
 def test_manifest_says_how_the_bundle_was_made(name: str) -> None:
     bundle = bundles.BUNDLES[name]
     manifest = bundles.read_manifest(bundle.folder)
-    assert manifest["regenerate"] == f"python -m dflash_tools.testing.demos.bundle {name}"
+    assert manifest["regenerate"] == f"python -m dflash_tools_testing.demos.bundle {name}"
     assert manifest["seed"] == bundle.seed and manifest["recipe"] == bundles.asdict(bundle.recipe)
     training = manifest["training"]
     assert set(training) == {"cpu_seconds", "target", "target_answers", *bundle.drafts}
@@ -78,7 +78,7 @@ def test_the_corpus_prompts_are_the_default_prompts() -> None:
 
 def test_the_demo_modules_import_without_torch() -> None:
     code = (
-        "import sys, dflash_tools.testing.demos.bundle, dflash_tools.testing.demos.training; "
+        "import sys, dflash_tools_testing.demos.bundle, dflash_tools_testing.demos.training; "
         "print('torch' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from dflash_tools.inspect import inspect_checkpoint
-from dflash_tools.testing.demos import vllm_cpu_demo as demo
+from dflash_tools_testing.demos import vllm_cpu_demo as demo
 
 LAYOUTS = {"bonus-anchor": False, "anchor-first": True}
 

@@ -17,12 +17,13 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from dflash_tools import dialects, testing
+import dflash_tools_testing as testing
+from dflash_tools import dialects
 from dflash_tools.cli import app
 from dflash_tools.draft.target import load_target
 from dflash_tools.engine_rules import ENGINE_RULES, VLLM_V2_ENV, get_rules
+from dflash_tools.plan.presets import DraftEntry
 from dflash_tools.serving.engine_model import DraftFacts
-from dflash_tools.serving.presets import DraftEntry
 from dflash_tools.serving.vllm_capability import VllmCapability
 from dflash_tools.serving.vllm_runtime import mixed_attention, vllm_runtime
 from dflash_tools.smoke.options import SmokeOptions

@@ -18,12 +18,12 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+import dflash_tools_testing as testing
 from dflash_tools import smoke_contract as contract
-from dflash_tools import testing
 from dflash_tools.cli import app
 from dflash_tools.cli.smoke_test_run import render
 from dflash_tools.draft.target import load_target
-from dflash_tools.serving.presets import DraftEntry, Floor
+from dflash_tools.plan.presets import DraftEntry, Floor
 from dflash_tools.smoke import report, timing
 from dflash_tools.smoke.options import MIN_TIMED_S, SmokeOptions, resolve_options
 from dflash_tools.smoke.plan import resolve_plan

@@ -13,17 +13,20 @@ from typing import Any
 
 import pytest
 
-from dflash_tools import testing
+import dflash_tools_testing as testing
 from dflash_tools.draft.target import load_target
+from dflash_tools.engine_rules import vllm_plugin_releases
 from dflash_tools.errors import UsageError
-from dflash_tools.serving.presets import SANITY_FLOOR, DraftEntry, Floor
+from dflash_tools.plan.presets import SANITY_FLOOR, DraftEntry, Floor
 from dflash_tools.serving.vllm_capability import VllmCapability
 from dflash_tools.smoke.options import SmokeOptions
 from dflash_tools.smoke.plan import DraftPlan, resolve_plan
 
 
 def capability(support: str, *, registered: bool = True, version: str | None = None) -> VllmCapability:
-    version = version or {"native": "0.36.0", "unsupported": "0.35.0"}.get(support, "0.33.0")
+    # Releases no table can ever be stand for a vLLM with the upstream change (native) and for one
+    # the plugin does not know (unsupported).
+    version = version or {"native": "999.1.0", "unsupported": "999.0.0"}.get(support, "0.33.0")
     return VllmCapability(
         installed=support != "absent",
         version=version,
@@ -130,7 +133,7 @@ def test_anchor_first_on_a_vllm_that_cannot_serve_it_is_refused(tmp_path: Path) 
     (finding,) = [f for f in draft.findings if f.code == "DFT041"]
     assert finding.severity.value == "error"
     assert "anchor-first (sample_from_anchor=true: 7 query positions for K = 7)" in finding.message
-    assert "use vLLM 0.33.0 or 0.34.0 with dflash-tools installed" in finding.hint
+    assert f"use {vllm_plugin_releases()} with dflash-tools installed" in finding.hint
     bonus = plan_for(tmp_path / "b", "zlab-dflash2", testing.TINY_DFLASH2, UNSUPPORTED)
     assert bonus.runnable and bonus.runs[0].serving == "stock"  # bonus-anchor drafts still run
 

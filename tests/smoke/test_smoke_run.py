@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 import dflash_tools
 from dflash_tools.cli import app
 from dflash_tools.engine_rules import latest
-from dflash_tools.serving.presets import DraftEntry, load_prompts, resolve_prompts_path
+from dflash_tools.plan.presets import DraftEntry, load_prompts, resolve_prompts_path
 
 TARGET = "example:engine-demo/target"
 DRAFT = "example:engine-demo/zlab-dflash2"

@@ -16,14 +16,15 @@ from pathlib import Path
 
 import pytest
 
+import dflash_tools_testing as testing
 from dflash_tools import smoke_contract as contract
-from dflash_tools import testing
+from dflash_tools.draft.config_paths import set_path
 from dflash_tools.draft.target import load_target
-from dflash_tools.serving.presets import DraftEntry
+from dflash_tools.plan.presets import DraftEntry
 from dflash_tools.smoke.options import SmokeOptions
 from dflash_tools.smoke.plan import resolve_plan
 from dflash_tools.smoke.runner import CHILD_COMMAND_ENV, RunFiles, run_child
-from dflash_tools.smoke.vllm_engine import build_overlay, set_dotted
+from dflash_tools.smoke.vllm_engine import build_overlay
 
 FAKE_CHILD = Path(__file__).parents[1] / "fake_child.py"
 
@@ -177,5 +178,5 @@ def test_overlay_links_every_file_and_edits_only_the_config(tmp_path: Path) -> N
     assert (draft / "config.json").read_bytes() == before
     build_overlay(draft, tmp_path / "overlay", {"sample_from_anchor": False})  # rebuilt in place
     nested: dict[str, object] = {"a": 1}
-    set_dotted(nested, "b.c.d", 2)
+    set_path(nested, "b.c.d", 2)
     assert nested == {"a": 1, "b": {"c": {"d": 2}}}

@@ -20,7 +20,7 @@ import pytest
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, generate_latest
 from typer.testing import CliRunner
 
-from dflash_tools import testing
+import dflash_tools_testing as testing
 from dflash_tools.cli import app
 from dflash_tools.errors import OperationError, SourceError
 from dflash_tools.smoke.server import ServerOptions, run_server, served_model

@@ -17,18 +17,18 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+import dflash_tools_testing as testing
 from dflash_tools import smoke_contract as contract
-from dflash_tools import testing
 from dflash_tools.cli import app
 from dflash_tools.cli.smoke_test_run import render
 from dflash_tools.draft.target import load_target
 from dflash_tools.errors import UsageError
+from dflash_tools.plan.presets import DraftEntry, Floor
 from dflash_tools.serving.k_values import parse_k_values
-from dflash_tools.serving.presets import DraftEntry, Floor
 from dflash_tools.smoke import report, sweep
 from dflash_tools.smoke.options import SmokeOptions
 from dflash_tools.smoke.plan import resolve_plan
-from dflash_tools.testing.demos import engine_demo
+from dflash_tools_testing.demos import engine_demo
 
 runner = CliRunner()
 

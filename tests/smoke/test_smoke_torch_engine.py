@@ -1,6 +1,6 @@
 """End to end through the real child process with the torch reference engine (CPU, no GPU).
 
-The drafts and target are the reference engine's planted demo pair (dflash_tools.testing.demos.engine_demo,
+The drafts and target are the reference engine's planted demo pair (dflash_tools_testing.demos.engine_demo,
 written here), whose acceptance is known in advance: the full pipeline, plan -> request file ->
 child process -> engine -> result file -> verdict, runs for real; only vLLM is absent. The
 trained bundled pair's A/B is in test_trained_demo_ab.py.
@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from dflash_tools.cli import app
 
 pytest.importorskip("torch")
-demo = pytest.importorskip("dflash_tools.testing.demos.engine_demo")
+demo = pytest.importorskip("dflash_tools_testing.demos.engine_demo")
 
 runner = CliRunner()
 

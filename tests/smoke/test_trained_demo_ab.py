@@ -1,6 +1,6 @@
 """The failures the tool exists to catch, shown on the trained CPU demos with the torch engine.
 
-For every bundled demo draft (engine-demo and vllm-cpu-demo; trained, `dflash_tools.testing.demos.bundle`):
+For every bundled demo draft (engine-demo and vllm-cpu-demo; trained, `dflash_tools_testing.demos.bundle`):
 
 - `smoke-test --compare-layouts` names the declared layout the winner, and the flipped layout
   keeps at most 60% of the declared mean acceptance length;
@@ -24,7 +24,7 @@ import pytest
 from typer.testing import CliRunner
 
 from dflash_tools.cli import app
-from dflash_tools.testing.demos import bundle as bundles
+from dflash_tools_testing.demos import bundle as bundles
 
 pytest.importorskip("torch")
 

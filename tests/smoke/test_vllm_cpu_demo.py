@@ -20,13 +20,13 @@ from typer.testing import CliRunner
 from dflash_tools import smoke_contract as contract
 from dflash_tools.cli import app
 from dflash_tools.inspect import inspect_checkpoint
-from dflash_tools.serving.presets import DraftEntry
+from dflash_tools.plan.presets import DraftEntry
 from dflash_tools.serving.vllm_capability import VllmCapability
 from dflash_tools.smoke import cross_check
 from dflash_tools.smoke.options import SmokeOptions
 from dflash_tools.smoke.plan import CPU_ENGINE_ARGS, resolve_plan
 from dflash_tools.smoke.report import build_document
-from dflash_tools.testing.demos import vllm_cpu_demo as demo
+from dflash_tools_testing.demos import vllm_cpu_demo as demo
 
 runner = CliRunner()
 DEMO_COMMAND = [

@@ -31,20 +31,20 @@ from huggingface_hub.errors import (
 
 from dflash_tools.errors import SourceError
 from dflash_tools.reading.checkpoint import is_offline
-from dflash_tools.reading.hub.http import (
-    HubIncomplete,
-    HubIOError,
-    HubMalformed,
-    HubRateLimited,
-    HubTimeout,
-    HubTooLarge,
-    HubUnreachable,
+from dflash_tools.reading.http import (
+    HttpIncomplete,
+    HttpIOError,
+    HttpMalformed,
+    HttpRateLimited,
+    HttpTimeout,
+    HttpTooLarge,
+    HttpUnreachable,
     format_seconds,
 )
 from dflash_tools.reading.hub.session import HubRepo
 
 # Everything a Hub request can raise for a remote problem.
-HUB_ERRORS = (HfHubHTTPError, EntryNotFoundError, HubIOError, OfflineModeIsEnabled, ConnectionError, TimeoutError)
+HUB_ERRORS = (HfHubHTTPError, EntryNotFoundError, HttpIOError, OfflineModeIsEnabled, ConnectionError, TimeoutError)
 
 NETWORK_HINT = (
     "check your network, proxy and HF_ENDPOINT, or pass a larger --timeout; HF_HUB_OFFLINE=1 uses cached files only"
@@ -73,7 +73,7 @@ def hub_errors(hub: HubRepo, what: str) -> Iterator[None]:
 
 def is_unreachable(exc: BaseException) -> bool:
     """The Hub could not be asked (no connection, no answer in time, a server error): the cache may help."""
-    if isinstance(exc, HubUnreachable | HubTimeout | ConnectionError | TimeoutError):
+    if isinstance(exc, HttpUnreachable | HttpTimeout | ConnectionError | TimeoutError):
         return True
     return isinstance(exc, HfHubHTTPError) and status_of(exc) in (408, 500, 502, 503, 504)
 
@@ -97,40 +97,40 @@ def to_source_error(
     def error(message: str, hint: str, *, absence: str = "") -> HubSourceError:
         return HubSourceError(message, hint, absence="" if repo_known else absence)
 
-    if isinstance(exc, HubTimeout):
+    if isinstance(exc, HttpTimeout):
         arrived = f", {exc.received} bytes had arrived" if exc.received else ""
         return error(
             f"{subject}: the Hub did not answer within {exc.seconds:g}s for {what} ({exc.phase}{arrived})",
             NETWORK_HINT,
             absence="unreachable",
         )
-    if isinstance(exc, HubTooLarge):
+    if isinstance(exc, HttpTooLarge):
         size = f" ({exc.size:,} bytes)" if exc.size else ""
         return error(
             f"{subject}: {what} on the Hub is {exc.detail}{size}: not read", "check the repo on the Hub and HF_ENDPOINT"
         )
-    if isinstance(exc, HubRateLimited):
+    if isinstance(exc, HttpRateLimited):
         return error(
             f"{subject}: rate-limited by the Hub (HTTP {exc.status}) for {what}: the server asked to wait "
             f"{format_seconds(exc.wait)}, longer than --timeout {exc.timeout:g}s allows",
             "retry after that wait; logged-in users get higher limits (`hf auth login`)",
         )
-    if isinstance(exc, HubMalformed):
+    if isinstance(exc, HttpMalformed):
         return error(
             f"{subject}: the server sent a malformed answer for {what}: {one_line(exc.detail)}", MALFORMED_HINT
         )
-    if isinstance(exc, HubIncomplete):
+    if isinstance(exc, HttpIncomplete):
         return error(
             f"{subject}: the Hub sent an incomplete response for {what} ({one_line(exc.detail)})",
             "retry; if it persists, a proxy may be cutting responses short",
         )
-    if isinstance(exc, HubUnreachable) and "disconnected" in str(exc.cause).lower():
+    if isinstance(exc, HttpUnreachable) and "disconnected" in str(exc.cause).lower():
         return error(
             f"{subject}: the server at {endpoint} closed the connection without answering for {what}",
             NETWORK_HINT,
             absence="unreachable",
         )
-    if isinstance(exc, HubUnreachable):
+    if isinstance(exc, HttpUnreachable):
         return error(
             f"{subject}: cannot connect to {endpoint} for {what} ({type(exc.cause).__name__})",
             NETWORK_HINT,

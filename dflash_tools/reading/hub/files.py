@@ -28,7 +28,8 @@ from dflash_tools.reading.checkpoint import (
     too_large_reason,
     too_many_values,
 )
-from dflash_tools.reading.hub.http import Deadline, HubMalformed, HubTooLarge, request
+from dflash_tools.reading.http import HttpMalformed, HttpTooLarge
+from dflash_tools.reading.hub.http import Deadline, request
 from dflash_tools.reading.hub.session import HubRepo
 
 COMMIT_HASH = re.compile(r"^[0-9a-f]{40}$")
@@ -59,7 +60,7 @@ def fetch_repo_info(hub: HubRepo) -> RepoInfo:
         limit=MAX_REPO_INFO_BYTES,
     )
     if answer.status != 200:
-        raise HubMalformed(REPO_INFO, f"HTTP {answer.status} instead of 200")
+        raise HttpMalformed(REPO_INFO, f"HTTP {answer.status} instead of 200")
     return parse_repo_info(answer.body)
 
 
@@ -67,28 +68,28 @@ def parse_repo_info(data: bytes) -> RepoInfo:
     """Check the parts of a repo info that are used: `sha` a commit hash, `siblings` a list of safe names."""
     refused = too_many_values(data)
     if refused:
-        raise HubMalformed(REPO_INFO, f"{refused} (no model repo's info holds that many)")
+        raise HttpMalformed(REPO_INFO, f"{refused} (no model repo's info holds that many)")
     try:
         info = json.loads(data, object_pairs_hook=_needed_keys)
     except (ValueError, RecursionError) as exc:
-        raise HubMalformed(REPO_INFO, f"not JSON ({_short(str(exc))})") from None
+        raise HttpMalformed(REPO_INFO, f"not JSON ({_short(str(exc))})") from None
     if not isinstance(info, dict):
-        raise HubMalformed(REPO_INFO, f"a JSON {_json_type(info)} instead of an object")
+        raise HttpMalformed(REPO_INFO, f"a JSON {_json_type(info)} instead of an object")
     sha = info.get("sha")
     if sha is not None and not (isinstance(sha, str) and COMMIT_HASH.match(sha)):
-        raise HubMalformed(REPO_INFO, f"a commit sha {_short(sha)} that is not 40 hexadecimal digits")
+        raise HttpMalformed(REPO_INFO, f"a commit sha {_short(sha)} that is not 40 hexadecimal digits")
     siblings = info.get("siblings")
     if siblings is None:
         return RepoInfo(sha, None)
     if not isinstance(siblings, list):
-        raise HubMalformed(REPO_INFO, f"'siblings' is a JSON {_json_type(siblings)} instead of a list of files")
+        raise HttpMalformed(REPO_INFO, f"'siblings' is a JSON {_json_type(siblings)} instead of a list of files")
     files: set[str] = set()
     for sibling in siblings:
         name = sibling.get("rfilename") if isinstance(sibling, dict) else None
         if not isinstance(name, str):
-            raise HubMalformed(REPO_INFO, f"a file entry {_short(sibling)} without an 'rfilename' string")
+            raise HttpMalformed(REPO_INFO, f"a file entry {_short(sibling)} without an 'rfilename' string")
         if safe_shard_name(name):
-            raise HubMalformed(REPO_INFO, f"the file list names {_short(name)}, which is not a path inside the repo")
+            raise HttpMalformed(REPO_INFO, f"the file list names {_short(name)}, which is not a path inside the repo")
         files.add(name)
     return RepoInfo(sha, frozenset(files))
 
@@ -124,15 +125,15 @@ def fetch_small_file(hub: HubRepo, filename: str, pinned: str | None) -> SmallFi
         )
     except RemoteEntryNotFoundError:
         return None
-    except HubTooLarge:
+    except HttpTooLarge:
         return SmallFile(refused=too_large_reason(MAX_JSON_BYTES))
     if answer.status != 200:
-        raise HubMalformed(filename, f"HTTP {answer.status} instead of the file")
+        raise HttpMalformed(filename, f"HTTP {answer.status} instead of the file")
     served = answer.headers.get("X-Repo-Commit")
     if served is not None and not COMMIT_HASH.match(served.strip()):
-        raise HubMalformed(filename, f"an X-Repo-Commit header {_short(served)} that is not a commit hash")
+        raise HttpMalformed(filename, f"an X-Repo-Commit header {_short(served)} that is not a commit hash")
     if served is not None and pinned is not None and COMMIT_HASH.match(pinned) and served.strip() != pinned:
-        raise HubMalformed(
+        raise HttpMalformed(
             filename, f"the file of commit {served.strip()[:12]} although commit {pinned[:12]} was asked"
         )
     return SmallFile(data=answer.body)

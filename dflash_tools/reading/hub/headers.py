@@ -18,8 +18,9 @@ from huggingface_hub import hf_hub_url
 from huggingface_hub.errors import RemoteEntryNotFoundError
 
 from dflash_tools.reading.checkpoint import LoadedCheckpoint, add_shard
+from dflash_tools.reading.http import HttpIncomplete, HttpMalformed
 from dflash_tools.reading.hub.errors import hub_errors
-from dflash_tools.reading.hub.http import Deadline, HubIncomplete, HubMalformed, request
+from dflash_tools.reading.hub.http import Deadline, request
 from dflash_tools.reading.hub.session import HubRepo
 from dflash_tools.reading.safetensors_header import (
     SafetensorsHeaderError,
@@ -174,7 +175,7 @@ def _fetch_header(hub: HubRepo, pinned: str | None, name: str, budget: HeaderBud
             read_header_length(bytes(buffer), name, file_size)
         except SafetensorsHeaderError as exc:
             return Fetched(name, bytes(buffer), file_size, received, error=exc)
-    raise HubIncomplete(name, f"got {len(buffer)} of {needed if needed is not None else 8} header bytes")
+    raise HttpIncomplete(name, f"got {len(buffer)} of {needed if needed is not None else 8} header bytes")
 
 
 def _ranged_get(
@@ -203,12 +204,12 @@ def _ranged_get(
     if answer.status == 206:
         match = _CONTENT_RANGE.match(answer.headers.get("Content-Range", ""))
         if match is None or int(match.group(1)) != start:
-            raise HubIncomplete(
+            raise HttpIncomplete(
                 name, f"unexpected Content-Range {answer.headers.get('Content-Range')!r} for bytes {start}-{end - 1}"
             )
         return answer.body, None if match.group(3) == "*" else int(match.group(3)), answer.received
     if answer.status != 200:
-        raise HubMalformed(name, f"HTTP {answer.status} to a range request")
+        raise HttpMalformed(name, f"HTTP {answer.status} to a range request")
     # 200: the server ignored the range and sent the file from byte 0 (`skip` dropped the start).
     total = None
     length = answer.headers.get("Content-Length")

@@ -3,7 +3,7 @@
 A request has one deadline, `--timeout` seconds from its start. It bounds everything: the
 connection, every read, the whole body, the redirects, the retries and the waits between them.
 A body is read up to a cap, never further, and one whose `Content-Length` is over the cap is not
-read at all. Failures are classes of their own (`HubIOError`) naming the file and the cause.
+read at all. Failures are classes of their own (`HttpIOError`) naming the file and the cause.
 The deadline, the caps, the redirects and the failure classes are the policy every server gets
 (`dflash_tools.reading.http`); what is the Hub's own is here: the retries, the offline switch,
 and the Hub's error answers.
@@ -35,14 +35,12 @@ from huggingface_hub.errors import HfHubHTTPError, OfflineModeIsEnabled
 from huggingface_hub.utils import hf_raise_for_status
 
 from dflash_tools.reading.http import (
-    Answer,
+    BoundedResponse,
     Deadline,
     HttpIncomplete,
-    HttpIOError,
     HttpMalformed,
     HttpRateLimited,
     HttpTimeout,
-    HttpTooLarge,
     HttpUnreachable,
     client,
     exchange,
@@ -51,28 +49,12 @@ from dflash_tools.reading.http import (
 )
 
 __all__ = [
-    "Answer",
+    "BoundedResponse",
     "Deadline",
-    "HubIOError",
-    "HubIncomplete",
-    "HubMalformed",
-    "HubRateLimited",
-    "HubTimeout",
-    "HubTooLarge",
-    "HubUnreachable",
     "format_seconds",
     "request",
     "retry_after",
 ]
-
-# The shared failure classes under the names the Hub readers and their messages use.
-HubIOError = HttpIOError
-HubTimeout = HttpTimeout
-HubTooLarge = HttpTooLarge
-HubMalformed = HttpMalformed
-HubRateLimited = HttpRateLimited
-HubUnreachable = HttpUnreachable
-HubIncomplete = HttpIncomplete
 
 # Retries after the first attempt, for answers that say "try again" and for broken connections.
 MAX_RETRIES = 2
@@ -93,14 +75,14 @@ def request(
     cut: bool = False,
     accept: frozenset[int] = frozenset(),
     skip: int = 0,
-) -> Answer:
+) -> BoundedResponse:
     """GET `url` within `deadline`, reading at most `limit` body bytes.
 
-    Over the limit: `HubTooLarge`, or with `cut` the first `limit` bytes (a ranged read that only
+    Over the limit: `HttpTooLarge`, or with `cut` the first `limit` bytes (a ranged read that only
     needs a prefix). `skip` drops that many bytes of a 200 answer first: a server that ignored
     `Range` sends the file from byte 0.
     A 4xx/5xx answer not in `accept` raises huggingface_hub's error for it (`hf_raise_for_status`)
-    once the retries are spent. Everything else that goes wrong is a `HubIOError`.
+    once the retries are spent. Everything else that goes wrong is a `HttpIOError`.
     """
     from dflash_tools.reading.checkpoint import is_offline
 
@@ -110,14 +92,14 @@ def request(
     deadline.start()
     backoff = BACKOFF_FIRST
     attempt = 0
-    refused: Answer | None = None  # the last "try again" answer: the cause, should a retry time out
+    refused: BoundedResponse | None = None  # the last "try again" answer: the cause, should a retry time out
     while True:
         attempt += 1
         try:
             answer = exchange(
                 url, what=what, headers=headers, deadline=deadline, limit=limit, params=params, cut=cut, skip=skip
             )
-        except (HubUnreachable, HubIncomplete, HubTimeout):
+        except (HttpUnreachable, HttpIncomplete, HttpTimeout):
             if refused is not None:
                 return _checked(refused, accept, what)
             if attempt > MAX_RETRIES or backoff >= deadline.remaining():
@@ -131,13 +113,13 @@ def request(
             wait = asked if asked is not None else backoff
             if wait >= deadline.remaining():
                 if asked is not None:
-                    raise HubRateLimited(what, answer.status, asked, deadline.seconds)
+                    raise HttpRateLimited(what, answer.status, asked, deadline.seconds)
                 return _checked(answer, accept, what)
         time.sleep(wait)
         backoff = min(backoff * 2, BACKOFF_CAP)
 
 
-def _checked(answer: Answer, accept: frozenset[int], what: str) -> Answer:
+def _checked(answer: BoundedResponse, accept: frozenset[int], what: str) -> BoundedResponse:
     """Raise huggingface_hub's error for an error answer (its class says RepoNotFound, Gated, ...)."""
     if answer.status >= 400 and answer.status not in accept:
         body = answer.body
@@ -153,5 +135,7 @@ def _checked(answer: Answer, accept: frozenset[int], what: str) -> Answer:
         except HfHubHTTPError:
             raise
         except Exception as exc:  # its parsing of an error answer broke: the answer is the problem
-            raise HubMalformed(what, f"HTTP {answer.status} with an error answer that cannot be read ({exc})") from None
+            raise HttpMalformed(
+                what, f"HTTP {answer.status} with an error answer that cannot be read ({exc})"
+            ) from None
     return answer

@@ -24,6 +24,7 @@ from dflash_tools.reading.checkpoint import (
     parse_index,
     too_many_values,
 )
+from dflash_tools.reading.http import HttpMalformed
 from dflash_tools.reading.hub.cache import cached_config, load_from_cache
 from dflash_tools.reading.hub.errors import HUB_ERRORS, hub_errors, is_unreachable, one_line, to_source_error
 from dflash_tools.reading.hub.files import (
@@ -36,7 +37,7 @@ from dflash_tools.reading.hub.files import (
     hub_checkpoint,
 )
 from dflash_tools.reading.hub.headers import MAX_REMOTE_HEADER_TOTAL, MAX_REMOTE_SHARDS, add_fetched, fetch_headers
-from dflash_tools.reading.hub.http import Deadline, HubMalformed, request
+from dflash_tools.reading.hub.http import Deadline, request
 from dflash_tools.reading.hub.session import HubRepo, effective_timeout
 
 
@@ -184,18 +185,18 @@ def parse_model_list(data: bytes) -> list[str]:
     """The `id` of every model in a page of the model list; anything else is a malformed answer."""
     what = "the model list"
     if too_many_values(data):
-        raise HubMalformed(what, "more JSON values than any page of models holds")
+        raise HttpMalformed(what, "more JSON values than any page of models holds")
     try:
         models = json.loads(data)
     except (ValueError, RecursionError) as exc:
-        raise HubMalformed(what, f"not JSON ({one_line(str(exc), 80)})") from None
+        raise HttpMalformed(what, f"not JSON ({one_line(str(exc), 80)})") from None
     if not isinstance(models, list):
-        raise HubMalformed(what, "not a JSON list")
+        raise HttpMalformed(what, "not a JSON list")
     ids = []
     for model in models:
         repo_id = model.get("id") if isinstance(model, dict) else None
         if not isinstance(repo_id, str) or not looks_like_repo_id(repo_id) or repo_id.startswith("hf://"):
-            raise HubMalformed(what, f"an entry whose id is not a repo id ({ascii(repo_id)[:60]})")
+            raise HttpMalformed(what, f"an entry whose id is not a repo id ({ascii(repo_id)[:60]})")
         ids.append(repo_id)
     return ids
 

@@ -1,4 +1,4 @@
-"""`python -m dflash_tools.testing [FOLDER]`: regenerate the bundled examples (default: dflash_tools/examples)."""
+"""`python -m dflash_tools_testing [FOLDER]`: regenerate the bundled examples (default: dflash_tools/examples)."""
 
 from __future__ import annotations
 
@@ -6,14 +6,15 @@ import argparse
 import sys
 from pathlib import Path
 
-from dflash_tools.testing import write_examples
+from dflash_tools.reading.local import examples_dir
+from dflash_tools_testing import write_examples
 
-DEFAULT = Path(__file__).parent.parent / "examples"
+DEFAULT = examples_dir()
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m dflash_tools.testing",
+        prog="python -m dflash_tools_testing",
         description="Write the small example checkpoints that dflash-tools bundles (example:NAME) into FOLDER.",
     )
     parser.add_argument(

@@ -8,8 +8,8 @@ made (recipe, seeds, steps, CPU time, final losses), what they measured when the
 layout A/B on the torch reference engine) and the sha256 of every file, so that an accidental edit
 is caught without retraining (tests/reference_engine/test_trained_demos.py).
 
-    python -m dflash_tools.testing.demos.bundle engine-demo [FOLDER]
-    python -m dflash_tools.testing.demos.bundle vllm-cpu-demo [FOLDER]
+    python -m dflash_tools_testing.demos.bundle engine-demo [FOLDER]
+    python -m dflash_tools_testing.demos.bundle vllm-cpu-demo [FOLDER]
 
 regenerates one (default: the bundled folder). Bit-exact reproduction across machines is not
 promised (float rounding in the BLAS differs); what a regeneration must reproduce is the A/B.
@@ -26,11 +26,11 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from dflash_tools import testing
+import dflash_tools_testing as testing
 from dflash_tools.reading.local import examples_dir
-from dflash_tools.testing.demos import checkpoints, corpus, engine_demo, vllm_cpu_demo
-from dflash_tools.testing.demos.checkpoints import DemoShape
-from dflash_tools.testing.demos.training import RECIPE, Recipe, encode_text, round_like_stored
+from dflash_tools_testing.demos import checkpoints, corpus, engine_demo, vllm_cpu_demo
+from dflash_tools_testing.demos.checkpoints import DemoShape
+from dflash_tools_testing.demos.training import RECIPE, Recipe, encode_text, round_like_stored
 
 MANIFEST = "manifest.json"
 MANIFEST_SCHEMA = 1
@@ -224,7 +224,7 @@ def measure_ab(
 
 def write_bundle(bundle: Bundle, root: Path, *, measure: bool = True) -> dict[str, Any]:
     """Train and write `target/`, every draft folder and `manifest.json` under `root`; the manifest."""
-    from dflash_tools.testing.demos import training
+    from dflash_tools_testing.demos import training
 
     recipe = bundle.recipe
     root.mkdir(parents=True, exist_ok=True)
@@ -258,7 +258,7 @@ def write_bundle(bundle: Bundle, root: Path, *, measure: bool = True) -> dict[st
     manifest = {
         "schema_version": MANIFEST_SCHEMA,
         "bundle": bundle.name,
-        "regenerate": f"python -m dflash_tools.testing.demos.bundle {bundle.name}",
+        "regenerate": f"python -m dflash_tools_testing.demos.bundle {bundle.name}",
         "seed": bundle.seed,
         "recipe": asdict(recipe),
         "training": {"cpu_seconds": training_seconds, **records},

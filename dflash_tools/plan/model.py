@@ -1,8 +1,8 @@
 """What `dflash-tools plan` is asked (`PlanRequest`) and what it answers (`LaunchPlan`: one
 `ServingPlan` per draft, one `EnginePlan` per engine release), as plain dataclasses.
 
-The request is built once, with where each value comes from (`plan_request.plan_request`: the
-command line, else a preset); `plan.plan_launch` fills the answer. Every `to_dict` is the JSON
+The request is built once, with where each value comes from (`request.plan_request`: the
+command line, else a preset); `run.plan_launch` fills the answer. Every `to_dict` is the JSON
 document of docs/plan.md, "Output and exit codes".
 """
 
@@ -18,11 +18,11 @@ from dflash_tools.engine_rules import EngineRules, Layout, json_key
 from dflash_tools.errors import EXIT_FINDINGS, EXIT_OK
 from dflash_tools.findings import Finding, Severity, make_finding, sort_findings
 from dflash_tools.inspect import InspectReport
+from dflash_tools.plan.checks import AttentionDims, TensorParallelCheck, TokenBudget
+from dflash_tools.plan.memory import KvLayout, MemoryFit, WeightBytes
 from dflash_tools.reading.checkpoint import LoadedCheckpoint
 from dflash_tools.serving.engine_model import EngineView
 from dflash_tools.serving.launch import SERVING_SETTINGS
-from dflash_tools.serving.plan_checks import AttentionDims, TensorParallelCheck, TokenBudget
-from dflash_tools.serving.plan_memory import KvLayout, MemoryFit, WeightBytes
 
 SCHEMA_VERSION = 1
 

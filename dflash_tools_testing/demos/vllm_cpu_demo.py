@@ -40,10 +40,10 @@ from typing import Any
 
 import numpy as np
 
-from dflash_tools import testing
+import dflash_tools_testing as testing
 from dflash_tools.reading.local import examples_dir
-from dflash_tools.testing.demos import checkpoints
-from dflash_tools.testing.demos.checkpoints import DemoShape, normal
+from dflash_tools_testing.demos import checkpoints
+from dflash_tools_testing.demos.checkpoints import DemoShape, normal
 
 DEMO_DIR_NAME = "vllm-cpu-demo"
 DEMO_SEED = 20261203

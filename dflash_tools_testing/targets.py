@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from dflash_tools.testing import (
+from dflash_tools_testing import (
     QWEN3_8B_DFLASH_B16,
     QWEN38_27B_DFLASH2,
     QWEN38_27B_DFLASH2_ANCHOR,

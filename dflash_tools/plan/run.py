@@ -2,7 +2,7 @@
 
     plan_launch(request)  ->  LaunchPlan  (one ServingPlan per draft)
 
-The request is built once (`plan_request.plan_request`: the command line, else the preset, each
+The request is built once (`request.plan_request`: the command line, else the preset, each
 value with its source); the CLI only parses, calls `plan_launch` and renders. For each draft, in
 order:
 
@@ -13,9 +13,9 @@ order:
    does) and resolves the serving settings: given (or the preset's), else the release's default
    (`EngineRules.serving_defaults`, by GPU memory), else what the checks need;
 3. checks the settings against the release's serving rules (`EngineRules.serving_rules`, each name
-   implemented once in `plan_rules`), the memory (`plan_memory`) and the tensor parallelism
-   (`plan_checks`);
-4. builds each launch line with those settings (`launch`), whole and copyable.
+   implemented once in `rules`), the memory (`memory`) and the tensor parallelism
+   (`checks`);
+4. builds each launch line with those settings (`serving.launch`), whole and copyable.
 
 The memory numbers are vLLM's: KV sized at its default `gpu_memory_utilization` (SGLang sizes its
 pool itself, `--mem-fraction-static`). Nothing here imports an engine, typer or rich.
@@ -31,19 +31,14 @@ from dflash_tools.engine_rules import ENGINE_RULES, VLLM_V2_ENV, EngineRules, La
 from dflash_tools.errors import SourceError, UsageError
 from dflash_tools.findings import make_finding, sort_findings
 from dflash_tools.inspect import inspect_loaded
-from dflash_tools.reading.checkpoint import LoadedCheckpoint
-from dflash_tools.reading.source import load_checkpoint
-from dflash_tools.serving.engine_model import DraftFacts
-from dflash_tools.serving.engine_view import engine_view
-from dflash_tools.serving.launch import LaunchSettings
-from dflash_tools.serving.plan_checks import (
+from dflash_tools.plan.checks import (
     check_tensor_parallel,
     check_token_budget,
     draft_dims,
     target_dims,
 )
-from dflash_tools.serving.plan_memory import GIB, check_memory, dtype_bytes, kv_layout, weight_bytes
-from dflash_tools.serving.plan_model import (
+from dflash_tools.plan.memory import GIB, check_memory, dtype_bytes, kv_layout, weight_bytes
+from dflash_tools.plan.model import (
     CONFIG,
     DEFAULT,
     GIVEN,
@@ -55,8 +50,13 @@ from dflash_tools.serving.plan_model import (
     ServingPlan,
     Setting,
 )
-from dflash_tools.serving.plan_request import check_request
-from dflash_tools.serving.plan_rules import SERVING_RULES, check_startup, pins_draft_dcp
+from dflash_tools.plan.request import check_request
+from dflash_tools.plan.rules import SERVING_RULES, check_startup, pins_draft_dcp
+from dflash_tools.reading.checkpoint import LoadedCheckpoint
+from dflash_tools.reading.source import load_checkpoint
+from dflash_tools.serving.engine_model import DraftFacts
+from dflash_tools.serving.engine_view import engine_view
+from dflash_tools.serving.launch import LaunchSettings
 
 
 def plan_launch(request: PlanRequest, *, token: str | None = None, timeout: float | None = None) -> LaunchPlan:

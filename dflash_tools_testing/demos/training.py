@@ -35,8 +35,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from dflash_tools import testing
-from dflash_tools.testing.demos.checkpoints import DemoShape
+import dflash_tools_testing as testing
+from dflash_tools_testing.demos.checkpoints import DemoShape
 
 if TYPE_CHECKING:
     import torch
@@ -117,7 +117,7 @@ def _to_numpy(params: Params) -> dict[str, np.ndarray]:
 
 def round_like_stored(tensors: dict[str, np.ndarray], dtype: str) -> dict[str, np.ndarray]:
     """The values a checkpoint written in `dtype` holds (bf16 rounds; F32 keeps float32)."""
-    from dflash_tools.testing.demos.checkpoints import to_bf16_bytes
+    from dflash_tools_testing.demos.checkpoints import to_bf16_bytes
 
     out = {}
     for name, value in tensors.items():

@@ -1,5 +1,5 @@
 """The numbers a serving plan checks before a launch: the models' dimensions, the token budget, the
-tensor parallelism. The memory (weights, KV cache, the fit) is `plan_memory`.
+tensor parallelism. The memory (weights, KV cache, the fit) is `memory`.
 
 Pure functions over what the lower layers already read (a `TargetDescription`, a draft's
 `DraftDescription`) and the geometry rules (`draft.geometry`). Nothing here reads a file, imports

@@ -1,6 +1,10 @@
 """Fixture factory: real draft checkpoints of every dialect, in tiny or published shapes.
 
-Used by the test suite, the benchmarks and to regenerate the bundled examples. Configs are written
+Used by the test suite, the benchmarks and to regenerate the bundled examples. It lives in the
+checkout beside `dflash_tools/`, not in the wheel: nothing in the package imports it, and its
+demo training (torch) is maintenance, not something the tool does for its users. An editable
+install (`pip install -e .`) puts it on the path; the bundled examples it writes ship in the
+wheel (`dflash_tools/examples/`). Configs are written
 the way each dialect's own tools write them; tensor tables are spelled out here independently of
 `dflash_tools.draft.tensors`, so the checker is tested against an independent statement of the layout.
 Files are sparse by default: a 60 GB checkpoint costs no disk.
@@ -8,9 +12,9 @@ Files are sparse by default: a 60 GB checkpoint costs no disk.
 `demos/` writes the tiny target and drafts of the no-network CPU demos: planted ones (numpy only)
 and the bundled trained ones (torch, inside functions).
 
-Imports: `reading` (`safetensors_header` to encode headers, `local` for the examples folder);
+Imports (from `dflash_tools`): `reading` (`safetensors_header` to encode headers, `local` for the examples folder);
 `demos/` also `reference_engine` (its arithmetic to train the demo drafts, its engine to measure
-them). `python -m dflash_tools.testing` regenerates the bundled examples.
+them). `python -m dflash_tools_testing` regenerates the bundled examples.
 """
 
 from __future__ import annotations

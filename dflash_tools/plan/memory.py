@@ -1,6 +1,6 @@
 """The memory of a launch: weights per tensor-parallel rank, KV bytes per token, and whether both fit.
 
-Pure functions over safetensors `TensorHeader`s and the models' `AttentionDims` (`plan_checks`);
+Pure functions over safetensors `TensorHeader`s and the models' `AttentionDims` (`checks`);
 nothing here reads a file or imports an engine.
 
 - Weights (`weight_bytes`): per tensor-parallel rank from the headers, in the serving dtype.
@@ -18,8 +18,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from dflash_tools.plan.checks import FULL_ATTENTION, SLIDING_ATTENTION, AttentionDims
 from dflash_tools.reading.safetensors_header import DTYPE_BITS, TensorHeader
-from dflash_tools.serving.plan_checks import FULL_ATTENTION, SLIDING_ATTENTION, AttentionDims
 
 GIB = 1024**3
 

@@ -1,6 +1,6 @@
 """The serving rules of the engine tables (`EngineRules.serving_rules`), one function per
 `ServingRule.name`: each reads the plan and one release's `EnginePlan` and adds that release's
-findings. A test keeps the names here and in the tables in step (tests/serving/test_plan.py).
+findings. A test keeps the names here and in the tables in step (tests/plan/test_plan.py).
 """
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from dflash_tools.draft.geometry import layout_name
-from dflash_tools.serving.plan_checks import INT64_MAX, SLIDING_ATTENTION
-from dflash_tools.serving.plan_model import EnginePlan, ServingPlan
+from dflash_tools.plan.checks import INT64_MAX, SLIDING_ATTENTION
+from dflash_tools.plan.model import EnginePlan, ServingPlan
 
 
 def pins_draft_dcp(plan: ServingPlan, engine: EnginePlan) -> bool:
@@ -106,7 +106,7 @@ def check_startup(plan: ServingPlan) -> None:
     """Settings on a launch line that the engine refuses when it starts, as findings (DFT088) of
     each release: a max_model_len longer than the target's context, and a number the launch line
     passes beyond a 64-bit integer (a raised max_num_batched_tokens). The values given were
-    checked with the request (`plan_checks.setting_problem`); these are what they add up to."""
+    checked with the request (`checks.setting_problem`); these are what they add up to."""
     for engine in plan.engines.values():
         if not engine.serves:
             continue

@@ -3,7 +3,7 @@
 The numbers the plan prints are worked out here from the architectures, element by element and
 byte by byte, without the plan's own functions: for the bundled vllm-cpu-demo pair (read through
 the real reading layer) and for the Qwen3.8-27B preset, whose Hub repos are written into a Hub
-cache read offline (`dflash_tools.testing.targets`; the target is a stand-in with the published
+cache read offline (`dflash_tools_testing.targets`; the target is a stand-in with the published
 dimensions). The real-vLLM tiers (tests/real_vllm/test_plan_commands.py) feed the printed lines
 to vLLM itself.
 """
@@ -22,11 +22,11 @@ from typer.testing import CliRunner
 
 from dflash_tools.cli import app
 from dflash_tools.engine_rules import ENGINE_RULES, latest
+from dflash_tools.plan.model import PlanRequest
+from dflash_tools.plan.rules import SERVING_RULES
 from dflash_tools.reading.local import examples_dir
 from dflash_tools.serving.launch import SERVING_SETTINGS, LaunchSettings, settings_argv
-from dflash_tools.serving.plan_model import PlanRequest
-from dflash_tools.serving.plan_rules import SERVING_RULES
-from dflash_tools.testing.targets import QWEN38_27B_STAND_IN, write_hub_cache
+from dflash_tools_testing.targets import QWEN38_27B_STAND_IN, write_hub_cache
 
 runner = CliRunner()
 GIB = 1024**3

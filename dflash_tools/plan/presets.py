@@ -7,7 +7,7 @@ per draft, the acceptance floor with where that number comes from. Every bad inp
 Every file here is read through the hardened reader (a regular file of bounded size, strict
 UTF-8, bounded values and nesting: `read_json_file`, `load_prompts`), and a preset is checked
 against one schema (pydantic, strict) that names every bad field at once; the serving settings among its engine arguments are checked as
-the command line's are (`plan_checks.setting_problem`).
+the command line's are (`checks.setting_problem`).
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from dflash_tools.draft.model_limits import shown_integer
 from dflash_tools.draft.profiles import configs_dir
 from dflash_tools.errors import UsageError
+from dflash_tools.plan.checks import INT64_MAX, setting_problem
 from dflash_tools.reading.checkpoint import path_exists, read_small_file
 from dflash_tools.reading.json_hazards import JsonRefused, json_values_bound, loads_bounded
-from dflash_tools.serving.plan_checks import INT64_MAX, setting_problem
 
 PRESET_SCHEMA_VERSION = 1
 DEFAULT_PROMPTS = "gsm8k-style.jsonl"

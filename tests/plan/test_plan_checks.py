@@ -1,4 +1,4 @@
-"""The serving-plan numbers (`serving.plan_checks`, `serving.plan_memory`) against hand computations.
+"""The serving-plan numbers (`plan.checks`, `plan.memory`) against hand computations.
 
 The bundled vllm-cpu-demo pair is read through the real reading layer (config.json and
 safetensors headers); its sizes are worked out here from the architecture, element by element,
@@ -17,10 +17,7 @@ from dflash_tools.draft.target import TargetDescription, target_from_config
 from dflash_tools.engine_rules import latest
 from dflash_tools.errors import SourceError
 from dflash_tools.inspect import inspect_loaded
-from dflash_tools.reading.safetensors_header import TensorHeader
-from dflash_tools.reading.source import load_checkpoint
-from dflash_tools.serving.plan import plan_launch
-from dflash_tools.serving.plan_checks import (
+from dflash_tools.plan.checks import (
     AttentionDims,
     check_tensor_parallel,
     check_token_budget,
@@ -28,8 +25,11 @@ from dflash_tools.serving.plan_checks import (
     padded_vocab,
     target_dims,
 )
-from dflash_tools.serving.plan_memory import MemoryFit, check_memory, kv_layout, weight_bytes
-from dflash_tools.serving.plan_model import PlanDraft, PlanRequest, ServingPlan
+from dflash_tools.plan.memory import MemoryFit, check_memory, kv_layout, weight_bytes
+from dflash_tools.plan.model import PlanDraft, PlanRequest, ServingPlan
+from dflash_tools.plan.run import plan_launch
+from dflash_tools.reading.safetensors_header import TensorHeader
+from dflash_tools.reading.source import load_checkpoint
 
 DEMO_TARGET = "example:vllm-cpu-demo/target"
 DEMO_DRAFT = "example:vllm-cpu-demo/zlab-dflash"

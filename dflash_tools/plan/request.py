@@ -1,10 +1,10 @@
 """Building `dflash-tools plan`'s request once: the command line's values, else the preset's, each
 with where it comes from (uv's settings style: resolved in one place, the command receives them).
 
-    plan_request(args)  ->  PlanRequest      then  plan.plan_launch(request)
+    plan_request(args)  ->  PlanRequest      then  run.plan_launch(request)
 
-`args` is anything with the attributes of `PlanArguments` (the CLI passes its parsed options).
-Rules: a value on the command line wins; a preset (`--preset`) gives the target, the drafts (each
+`args` is a `PlanOptions` (`options.py`, where each option is declared once; the CLI passes its
+`PlanArgs`, which is one). Rules: a value on the command line wins; a preset (`--preset`) gives the target, the drafts (each
 with its own revision), K and the serving settings among its engine arguments
 (`REQUEST_SETTINGS`); `--engine` names are resolved to tables here (`vllm`: the release of the
 vLLM installed here).
@@ -13,54 +13,18 @@ vLLM installed here).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 from dflash_tools.engine_rules import ENGINE_RULES, get_rules, latest
 from dflash_tools.errors import UsageError
+from dflash_tools.plan.checks import FRACTION_SETTINGS, INTEGER_SETTINGS, TEXT_SETTINGS, check_settings
+from dflash_tools.plan.memory import dtype_bytes
+from dflash_tools.plan.model import GIVEN, PRESET, REQUEST_SETTINGS, PlanDraft, PlanRequest
+from dflash_tools.plan.options import PlanOptions
 from dflash_tools.serving.k_values import single_k
-from dflash_tools.serving.plan_checks import FRACTION_SETTINGS, INTEGER_SETTINGS, TEXT_SETTINGS, check_settings
-from dflash_tools.serving.plan_memory import dtype_bytes
-from dflash_tools.serving.plan_model import GIVEN, PRESET, REQUEST_SETTINGS, PlanDraft, PlanRequest
 
 
-class PlanArguments(Protocol):
-    """What `plan_request` reads from the command line: None (or an empty list) is not given."""
-
-    @property
-    def target(self) -> str | None: ...
-    @property
-    def drafts(self) -> Sequence[str] | None: ...
-    @property
-    def preset(self) -> str | None: ...
-    @property
-    def num_speculative_tokens(self) -> str | None: ...  # `-k` as typed: one K here
-    @property
-    def engines(self) -> Sequence[str] | None: ...
-    @property
-    def gpu_memory(self) -> float | None: ...
-    @property
-    def tensor_parallel_size(self) -> int: ...
-    @property
-    def decode_context_parallel_size(self) -> int: ...
-    @property
-    def max_num_seqs(self) -> int | None: ...
-    @property
-    def max_model_len(self) -> int | None: ...
-    @property
-    def max_num_batched_tokens(self) -> int | None: ...
-    @property
-    def gpu_memory_utilization(self) -> float | None: ...
-    @property
-    def dtype(self) -> str | None: ...
-    @property
-    def kv_cache_dtype(self) -> str | None: ...
-    @property
-    def revision(self) -> str | None: ...
-    @property
-    def target_revision(self) -> str | None: ...
-
-
-def plan_request(args: PlanArguments) -> PlanRequest:
+def plan_request(args: PlanOptions) -> PlanRequest:
     """The request, every value resolved once and its source recorded (`PlanRequest.sources`).
     Raises UsageError for an unknown engine name, a K list, or no target or draft at all."""
     engines = plan_engines(args.engines)
@@ -69,7 +33,7 @@ def plan_request(args: PlanArguments) -> PlanRequest:
     drafts = [PlanDraft(source, args.revision) for source in args.drafts or []]
     k = single_k(args.num_speculative_tokens, "plan")
     settings: dict[str, Any] = {name: getattr(args, name) for name in REQUEST_SETTINGS}
-    # Every number checked before any arithmetic (`plan_checks.setting_problem`), named as typed.
+    # Every number checked before any arithmetic (`checks.setting_problem`), named as typed.
     check_settings(
         {
             "gpu_memory_gib": args.gpu_memory,
@@ -83,7 +47,7 @@ def plan_request(args: PlanArguments) -> PlanRequest:
     given = {"target": target, "drafts": drafts, "num_speculative_tokens": k, **settings}
     sources.update({name: GIVEN for name, value in given.items() if value not in (None, [])})
     if args.preset is not None:
-        from dflash_tools.serving.presets import load_preset
+        from dflash_tools.plan.presets import load_preset
 
         preset = load_preset(args.preset)
         if not target and preset.target:

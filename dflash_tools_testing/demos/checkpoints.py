@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from dflash_tools import testing
+import dflash_tools_testing as testing
 
 
 @dataclass(frozen=True)

@@ -38,10 +38,10 @@ from typing import Any
 
 import numpy as np
 
-from dflash_tools import testing
+import dflash_tools_testing as testing
 from dflash_tools.reading.local import examples_dir
-from dflash_tools.testing.demos import checkpoints, corpus
-from dflash_tools.testing.demos.checkpoints import DemoShape, normal
+from dflash_tools_testing.demos import checkpoints, corpus
+from dflash_tools_testing.demos.checkpoints import DemoShape, normal
 
 DEMO_DIR_NAME = "engine-demo"
 DEMO_SEED = 20260901
