@@ -31,7 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from dflash_tools import testing  # noqa: E402
+import dflash_tools_testing as testing  # noqa: E402
 
 MAX_RATIO = 2.0
 LIST_KEY = "dflash_tools_bench_list"  # a key no engine reads (kept as it is by convert)

@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from dflash_tools import dialects, testing
+import dflash_tools_testing as testing
+from dflash_tools import dialects
 from dflash_tools.cli._layout import hint_commands
 from dflash_tools.draft.description import EvidenceKind
 from dflash_tools.draft.geometry import decide_layout, resolve_geometry

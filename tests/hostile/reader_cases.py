@@ -424,7 +424,8 @@ def cli_echoed_key(folder: Path) -> Any:
 
 def convert_with(**flags: Any) -> Callable[[Path], Any]:
     def call(folder: Path) -> Any:
-        from dflash_tools import convert_checkpoint, testing
+        import dflash_tools_testing as testing
+        from dflash_tools import convert_checkpoint
 
         draft = testing.write_checkpoint(folder / "draft", "zlab-dflash", testing.TINY)
         return convert_checkpoint(draft, folder / "out", **flags)
