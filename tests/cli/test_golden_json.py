@@ -1,7 +1,8 @@
 """The JSON documents of every command on every bundled example, byte for byte against golden files.
 
 Each case runs one command line as a user types it (`inspect`, `inspect --engine all`, with the
-bundled target that fits, `convert --check`, `plan`, `smoke-test --dry-run`) and compares its
+bundled target that fits, several sources at once, `convert --check` (and with `--for` the newest
+vLLM table), `plan`, `plan --preset`, `smoke-test --dry-run`) and compares its
 stdout with `tests/cli/golden/CASE.json`. A change to any JSON document, intended or not, fails
 here; an intended one is committed with its regenerated golden files, so the diff of the change
 shows every document it moves:
@@ -36,6 +37,7 @@ from typer.testing import CliRunner
 
 import dflash_tools
 from dflash_tools.cli import app
+from dflash_tools.engine_rules import latest
 
 GOLDEN = Path(__file__).parent / "golden"
 UPDATE = os.environ.get("DFLASH_TOOLS_UPDATE_GOLDEN", "") not in ("", "0")
@@ -43,6 +45,7 @@ CHECKOUT = Path(dflash_tools.__file__).resolve().parent.parent
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = CHECKOUT / "dflash_tools" / "examples"
 PRESET = GOLDEN.parent / "golden_preset.json"
+NEWEST_VLLM = latest("vllm").spec  # type: ignore[union-attr]
 ENVIRONMENT_KEYS = ("vllm", "engine_available")
 
 runner = CliRunner()
@@ -82,6 +85,12 @@ def _cases() -> dict[str, list[str]]:
             paired = ["inspect", source, "-t", target, "--engine", "all", "--json"]
             cases[f"inspect--{slug}--target--engine-all"] = paired
             cases[f"plan--{slug}"] = ["plan", "-t", target, "-d", source, "--json"]
+            # `--for` adds a release's engine view of the written config (`plan.engines`).
+            for_vllm = ["convert", source, "--check", "--for", NEWEST_VLLM, "--json"]
+            cases[f"convert-check--{slug}--for-newest-vllm"] = for_vllm
+    # Several sources: one array, an unreadable one as an error document in its place.
+    several = ["example:zlab-dflash", "example:zlab-dflash2-anchor-first", "./no-such-draft"]
+    cases["inspect--several--engine-all"] = ["inspect", *several, "--engine", "all", "--json"]
     # No bundled preset plans offline (their targets and drafts are on the Hub): a preset file of
     # bundled examples stands in, so the preset merge is covered too.
     cases["plan--preset"] = ["plan", "--preset", str(PRESET), "--json"]
