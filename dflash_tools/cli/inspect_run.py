@@ -1,16 +1,15 @@
-"""`dflash-tools inspect`, run: call the core and render (the options are in `inspect_cmd`)."""
+"""`dflash-tools inspect`, run: call the core (`serving.inspect_sources`) and render (options: `inspect_cmd`)."""
 
 from __future__ import annotations
 
 import os
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
 from rich.text import Text
 
-from dflash_tools.cli._errors import error_document, handle_errors, refuse_empty_names
+from dflash_tools.cli._errors import handle_errors
 from dflash_tools.cli._layout import (
     Fix,
     console_width,
@@ -35,107 +34,38 @@ from dflash_tools.cli._output import (
     stdout_console,
     write_json,
 )
-from dflash_tools.draft.target import TargetDescription, load_target
-from dflash_tools.errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, DflashToolsError, UsageError
+from dflash_tools.draft.target import TargetDescription
+from dflash_tools.errors import DflashToolsError
 from dflash_tools.findings import Severity, brief_list
-from dflash_tools.inspect import InspectReport, inspect_loaded
-from dflash_tools.reading.source import load_checkpoint
-from dflash_tools.serving.engine_view import engine_choices, inspect_for_engines, resolve_engine_specs
-from dflash_tools.serving.k_values import single_k
-from dflash_tools.serving.vllm_capability import detect_vllm
+from dflash_tools.inspect import InspectReport
+from dflash_tools.serving.inspect_sources import inspect_request, inspect_sources
 
 if TYPE_CHECKING:
     from dflash_tools.cli.inspect_cmd import InspectArgs
 
 
 def run(args: InspectArgs) -> None:
-    """Run `dflash-tools inspect` with the options `inspect_cmd` parsed."""
+    """Run `dflash-tools inspect`: build the request, call the core (`inspect_sources`), render."""
     fmt = OutputFormat.JSON if args.json_flag else args.output_format
     given = list(args.sources or [])
     with handle_errors("inspect", json_output=fmt is OutputFormat.JSON, source=given[0] if len(given) == 1 else given):
-        k = single_k(args.num_speculative_tokens, "inspect")
-        names = list(args.sources or [])
-        if args.author or args.search:
-            from dflash_tools.reading.hub import list_hub_models
-
-            names += list_hub_models(args.author, args.search, token=args.token, limit=args.limit, timeout=args.timeout)
-            if not names:
-                raise UsageError(
-                    f"no Hub models match author={args.author!r} search={args.search!r}",
-                    "check the spelling, or pass sources directly",
-                )
-        if not names:
-            raise UsageError("no SOURCE given", "pass a folder, a repo id, example:zlab-dflash2, or --author")
+        request = inspect_request(args)
         if args.token and "HF_TOKEN" not in os.environ:
             stderr_console(args.no_color).print(
                 "[yellow]warning:[/yellow] --token on the command line is visible to other users; prefer HF_TOKEN"
             )
-        target_spec = (
-            load_target(args.target, revision=args.target_revision, token=args.token, timeout=args.timeout)
-            if args.target
-            else None
-        )
-        refuse_empty_names("--engine", args.engines, engine_choices())
-        try:
-            specs, installed_vllm = resolve_engine_specs(args.engines or [])
-        except ValueError as exc:
-            raise UsageError(f"--engine {exc}", f"choose from: {', '.join(engine_choices())}") from None
-        vllm = detect_vllm() if installed_vllm else None
-
-        def run(name: str) -> InspectReport | DflashToolsError:
-            try:
-                loaded = load_checkpoint(name, revision=args.revision, token=args.token, timeout=args.timeout)
-                if specs or vllm is not None:
-                    return inspect_for_engines(
-                        loaded,
-                        specs,
-                        installed_vllm=vllm,
-                        target=target_spec,
-                        target_name=args.target,
-                        num_speculative_tokens=k,
-                    )
-                return inspect_loaded(loaded, target=target_spec, num_speculative_tokens=k)
-            except DflashToolsError as exc:
-                return exc
-
-        if len(names) == 1:
-            results: list[InspectReport | DflashToolsError] = [run(names[0])]
-            if isinstance(results[0], DflashToolsError):
-                raise results[0]
-        else:
-            with ThreadPoolExecutor(max_workers=min(args.jobs, len(names))) as pool:
-                results = list(pool.map(run, names))
-
-        code = _exit_code(results, Severity(args.fail_on))
+        result = inspect_sources(request)
         if fmt is OutputFormat.JSON:
-            documents = [_document(name, result, args.tensors) for name, result in zip(names, results, strict=True)]
-            write_json(documents[0] if len(documents) == 1 else documents)
-        elif len(results) == 1:
-            report = results[0]
-            assert isinstance(report, InspectReport)
+            write_json(result.to_dict(include_tensors=args.tensors))
+        elif len(result.reports) == 1:
+            report = result.reports[0]
+            assert isinstance(report, InspectReport)  # one source: its error was raised
             render_report(
-                report, show_tensors=args.tensors, quiet=args.quiet, no_color=args.no_color, target_spec=target_spec
+                report, show_tensors=args.tensors, quiet=args.quiet, no_color=args.no_color, target_spec=result.target
             )
         else:
-            render_summary(names, results, no_color=args.no_color)
-        raise typer.Exit(code)
-
-
-def _exit_code(results: list[InspectReport | DflashToolsError], fail_on: Severity) -> int:
-    if any(isinstance(r, DflashToolsError) for r in results):
-        return EXIT_USAGE
-    failing = {Severity.ERROR} if fail_on is Severity.ERROR else {Severity.ERROR, Severity.WARNING}
-    if fail_on is Severity.INFO:
-        failing = set(Severity)
-    reports = [r for r in results if isinstance(r, InspectReport)]
-    return EXIT_FINDINGS if any(f.severity in failing for r in reports for f in r.findings) else EXIT_OK
-
-
-def _document(name: str, result: InspectReport | DflashToolsError, tensors: bool) -> dict[str, Any]:
-    if isinstance(result, InspectReport):
-        return result.to_dict(include_tensors=tensors)
-    # The same error document a single source gets (docs/json.md), in that source's place.
-    return error_document("inspect", result.message, result.hint, result.exit_code, result.kind, name)
+            render_summary(result.sources, result.reports, no_color=args.no_color)
+        raise typer.Exit(result.exit_code)
 
 
 def _geometry_segments(report: InspectReport) -> list[str]:

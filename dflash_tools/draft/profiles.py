@@ -19,6 +19,9 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from dflash_tools.draft.description import DraftDescription
+from dflash_tools.draft.geometry import Geometry
+from dflash_tools.draft.tensors import TensorSummary
 from dflash_tools.findings import Finding, make_finding
 
 
@@ -166,16 +169,43 @@ def _json_safe(value: Any, depth: int = 0) -> Any:
     return value
 
 
+@dataclass(frozen=True)
+class InspectedDraft:
+    """A draft as inspect read it, which a profile is compared with: its description, its
+    geometry (None: no valid block size) and its tensor headers (None: weights not inspected)."""
+
+    description: DraftDescription
+    geometry: Geometry | None = None
+    tensors: TensorSummary | None = None
+
+    @property
+    def fingerprint(self) -> tuple[Any, ...]:
+        """What `Profile.fingerprint` compares: the algorithm and three dimensions."""
+        d = self.description.decoder
+        return (self.description.algorithm.value, d.hidden_size, d.num_hidden_layers, d.vocab_size)
+
+    def sections(self) -> dict[str, Any]:
+        """The sections a profile records (`_COMPARED`), named as the profile names them."""
+        desc = self.description
+        return {
+            "dialect": desc.dialect.value,
+            "algorithm": desc.algorithm.value,
+            "geometry": self.geometry.to_dict() if self.geometry is not None else None,
+            "model": desc.model_fields(),
+            "tensors": self.tensors.to_dict() if self.tensors is not None else None,
+        }
+
+
 def match_profile(
     source: str,
-    report: dict[str, Any] | None,
+    draft: InspectedDraft | None,
     *,
     config: dict[str, Any] | None = None,
     config_text: str | None = None,
 ) -> ProfileMatch | None:
     """The published profile a checkpoint is: by its config (sha256, then content), else the
-    profile of the same repo, else one of the same dimensions. `report` (the JSON document) is
-    None when the config describes no draft: then only the config itself identifies a release."""
+    profile of the same repo, else one of the same dimensions. `draft` is None when the config
+    describes no draft: then only the config itself identifies a release."""
     sha = config_sha256(config_text)
     repo = source.removeprefix("hf://")
     # Mirrors publish the same file: the release of the repo read, else the first that has it.
@@ -185,11 +215,11 @@ def match_profile(
     )
     for profile, release in releases:
         if sha is not None and release.config_sha256 == sha:
-            return _matched(profile, "config sha256", report, release)
+            return _matched(profile, "config sha256", draft, release)
     for profile, release in releases:
         if config is not None and release.config == config:
-            return _matched(profile, "config content", report, release)
-    if report is None:
+            return _matched(profile, "config content", draft, release)
+    if draft is None:
         return None
     candidates = [p for p in load_profiles() if repo in p.repos]
     matched_by = "repo id"
@@ -197,21 +227,14 @@ def match_profile(
         candidates = [p for p in load_profiles() if _names(source, p)]
         matched_by = "folder name"
     if not candidates:
-        model = report.get("model") or {}
-        key = (
-            report.get("algorithm"),
-            model.get("hidden_size"),
-            model.get("num_hidden_layers"),
-            model.get("vocab_size"),
-        )
-        candidates = [p for p in load_profiles() if p.fingerprint == key]
+        candidates = [p for p in load_profiles() if p.fingerprint == draft.fingerprint]
         matched_by = "dimensions"
         if not candidates:
             return None
         # Among same-dimension profiles prefer the one with the fewest differences.
-        candidates.sort(key=lambda p: len(_differences(p, report)))
+        candidates.sort(key=lambda p: len(_differences(p, draft)))
     profile = candidates[0]
-    match = _matched(profile, matched_by, report, None)
+    match = _matched(profile, matched_by, draft, None)
     if config is not None and profile.releases:
         nearest = min(profile.releases, key=lambda r: len(config_differences(r.config, config)))
         match.nearest_release = nearest
@@ -220,11 +243,11 @@ def match_profile(
     return match
 
 
-def _matched(profile: Profile, matched_by: str, report: dict[str, Any] | None, release: Release | None) -> ProfileMatch:
+def _matched(profile: Profile, matched_by: str, draft: InspectedDraft | None, release: Release | None) -> ProfileMatch:
     return ProfileMatch(
         profile.name,
         matched_by,
-        _differences(profile, report) if report is not None else [],
+        _differences(profile, draft) if draft is not None else [],
         release=release,
         releases_known=len(profile.releases),
     )
@@ -272,17 +295,18 @@ def config_differences(published: dict[str, Any], actual: dict[str, Any]) -> lis
 _COMPARED = ("dialect", "algorithm", "geometry", "model", "tensors")
 
 
-def _differences(profile: Profile, report: dict[str, Any]) -> list[dict[str, Any]]:
+def _differences(profile: Profile, draft: InspectedDraft) -> list[dict[str, Any]]:
     expected: dict[str, Any] = {}
     actual: dict[str, Any] = {}
+    sections = draft.sections()
     for section in _COMPARED:
         if section in profile.data:
             _flatten(section, profile.data[section], expected)
-            _flatten(section, report.get(section), actual)
+            _flatten(section, sections[section], actual)
     diffs = []
     for key, want in expected.items():
         got = actual.get(key)
-        if key.startswith("tensors.") and report.get("weights_inspected") is False:
+        if key.startswith("tensors.") and draft.tensors is None:
             continue
         if got != want:
             diffs.append({"key": key, "published": want, "actual": got})

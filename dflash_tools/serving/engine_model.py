@@ -8,10 +8,11 @@ it (`engine_view.engine_view` fills it in; `engine_checks` reads it).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any
 
 from dflash_tools import dialects
-from dflash_tools.draft.description import DraftDescription
+from dflash_tools.draft.description import Dialect, DraftDescription
 from dflash_tools.draft.geometry import Geometry, trained_layout
 from dflash_tools.draft.target import TargetSpec
 from dflash_tools.engine_rules import EngineRules, Layout, Outcome
@@ -27,6 +28,15 @@ def layout_for(sample_from_anchor: bool) -> Layout:
 # --------------------------------------------------------------------------------------------
 # What the view needs to know about the draft
 # --------------------------------------------------------------------------------------------
+
+
+class _Undetected(Enum):
+    """`DraftFacts.of`'s default `dialect`: not detected by the caller (None: detected, no match)."""
+
+    TOKEN = 0
+
+
+UNDETECTED = _Undetected.TOKEN
 
 
 @dataclass(frozen=True)
@@ -80,6 +90,7 @@ class DraftFacts:
             draft_revision=loaded.revision if loaded.kind == "hub" else None,
             target_spec=report.target,
             target=target,
+            dialect=report.dialect,
         )
 
     @classmethod
@@ -94,9 +105,14 @@ class DraftFacts:
         draft_revision: str | None = None,
         target_spec: TargetSpec | None = None,
         target: str | None = None,
+        dialect: Dialect | None | _Undetected = UNDETECTED,
     ) -> DraftFacts:
-        """The facts of a config and what inspect made of it (`desc`, `geometry`: None when unknown)."""
-        dialect = desc.dialect if desc is not None else dialects.detect(config)
+        """The facts of a config and what inspect made of it (`desc`, `geometry`: None when
+        unknown; `dialect`: the config's as inspect detected it, else detected here)."""
+        if desc is not None:
+            dialect = desc.dialect
+        elif dialect is UNDETECTED:
+            dialect = dialects.detect(config)
         # Without a description (a config too broken to read) the dialect still says what its drafts are.
         algorithm = desc.algorithm if desc is not None else (dialect.algorithm if dialect else None)
         sfa: bool | None = None
