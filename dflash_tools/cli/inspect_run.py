@@ -35,9 +35,12 @@ from dflash_tools.cli._output import (
     write_json,
 )
 from dflash_tools.draft.target import TargetDescription
+from dflash_tools.engine_rules import Outcome
 from dflash_tools.errors import DflashToolsError
 from dflash_tools.findings import Severity, brief_list
 from dflash_tools.inspect import InspectReport
+from dflash_tools.serving.engine_model import AS_TRAINED
+from dflash_tools.serving.engine_verdicts import outcome_meaning
 from dflash_tools.serving.inspect_sources import inspect_request, inspect_sources
 
 if TYPE_CHECKING:
@@ -91,6 +94,65 @@ def _verdict(report: InspectReport) -> Text:
     return Text.assemble(("FAIL", "bold red"), summary)
 
 
+def _spec(entry: dict[str, Any]) -> str:
+    return f"{entry['engine']}=={entry['version']}"
+
+
+def _listed(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+
+
+def engines_verdict(entries: dict[str, dict[str, Any]]) -> str:
+    """Which engine releases serve the draft as trained: of the --engine columns, else of every
+    release's table (`engine_verdicts`); empty when there are none (no config to apply them to)."""
+    if not entries:
+        return ""
+    served = [_spec(e) for e in entries.values() if Outcome(e["outcome"]) in AS_TRAINED]
+    others = [_spec(e) for e in entries.values() if Outcome(e["outcome"]) not in AS_TRAINED]
+    if not served:
+        return f"engines: served as trained by none of {_listed(others)}"
+    return f"engines: served as trained by {_listed(served)}" + (f", not by {_listed(others)}" if others else "")
+
+
+def print_verdict(console: Console, verdict: Text, engines: str, *, last: bool = False) -> None:
+    """The verdict, first and last: the findings' counts on one line, and beside it (below it
+    first, above it last) which engine releases serve the draft as trained, wrapped at words."""
+    if last:
+        for line in wrap_words(engines, console_width(console), "  ", first_indent="") if engines else []:
+            print_line(console, line)
+    print_line(console, verdict)
+    if not last:
+        for line in wrap_words(engines, console_width(console), "  ", first_indent="") if engines else []:
+            print_line(console, line)
+
+
+def render_engine_verdicts(console: Console, verdicts: dict[str, dict[str, Any]], defined: set[str]) -> None:
+    """One line per engine release (plain inspect): its outcome, K and query positions, read
+    from its table; the outcome words defined below them."""
+    print_line(console, "engines (each release's rules; --engine all: the columns and launch lines)", style="bold")
+    rows = []
+    for entry in verdicts.values():
+        segments = [entry["outcome"]]
+        if entry["num_speculative_tokens"] is not None:
+            segments.append(f"K {entry['num_speculative_tokens']}")
+        if entry["num_query_tokens"] is not None:
+            segments.append(f"{entry['num_query_tokens']} query positions")
+        rows.append((_spec(entry), segments))
+    key_values(console, rows)
+    print_legend(console, [entry["outcome"] for entry in verdicts.values()], defined)
+
+
+def print_legend(console: Console, words: list[str], defined: set[str]) -> None:
+    """`word: what it means` for each outcome word not yet defined on screen (`defined` grows)."""
+    for word in dict.fromkeys(words):
+        meaning = outcome_meaning(word)
+        if word in defined or not meaning:
+            continue
+        defined.add(word)
+        for line in wrap_words(f"{word}: {meaning}", console_width(console), "    ", first_indent="  "):
+            print_line(console, line, style="dim")
+
+
 def render_report(
     report: InspectReport,
     *,
@@ -102,7 +164,9 @@ def render_report(
     """The verdict first and last, a label/value block, the findings, then each fix command whole."""
     console = stdout_console(no_color)
     doc = report.to_dict()
-    print_line(console, _verdict(report))
+    verdict, engines_line = _verdict(report), engines_verdict(doc.get("engines") or doc.get("engine_verdicts") or {})
+    defined: set[str] = set()  # the outcome words defined on screen so far
+    print_verdict(console, verdict, engines_line)
     if not quiet:
         where = printable(report.loaded.location)
         if report.loaded.commit:
@@ -212,7 +276,9 @@ def render_report(
         table_or_blocks(console, ("name", "dtype", "shape", "bytes", "file"), table_rows, title="tensors")
     engines = doc.get("engines") or {}
     if engines and not quiet:
-        render_engines(console, engines)
+        render_engines(console, engines, defined)
+    elif doc.get("engine_verdicts") and not quiet:
+        render_engine_verdicts(console, doc["engine_verdicts"], defined)
     fixes: list[Fix] = []
     if report.findings:
         print_line(console, "findings", style="bold")
@@ -231,7 +297,7 @@ def render_report(
         print_launches(console, engines, launch_blockers(report.findings))
     if not quiet:
         print_normalization(console, report)
-    print_line(console, _verdict(report))
+    print_verdict(console, verdict, engines_line, last=True)
 
 
 def print_normalization(console: Console, report: InspectReport) -> None:
@@ -293,8 +359,9 @@ def _engine_cells(view: dict[str, Any]) -> list[tuple[str, str]]:
     ]
 
 
-def render_engines(console: Console, engines: dict[str, dict[str, Any]]) -> None:
-    """One column per engine release when it fits the width; else one block per release."""
+def render_engines(console: Console, engines: dict[str, dict[str, Any]], defined: set[str] | None = None) -> None:
+    """One column per engine release when it fits the width; else one block per release; then
+    the outcome words not yet `defined` on screen."""
     specs = list(engines)
     cells = {spec: _engine_cells(view) for spec, view in engines.items()}
     labels = [label for label, _ in cells[specs[0]]]
@@ -310,13 +377,14 @@ def render_engines(console: Console, engines: dict[str, dict[str, Any]]) -> None
     table = plain_table(["", *names], rows)
     if fits(console, table):
         print_unpadded(console, table)
-        return
-    for spec, name in zip(specs, names, strict=True):
-        outcome = engines[spec]["outcome"]
-        print_line(console, Text.assemble((name, "bold"), "  ", (outcome, _OUTCOME_STYLE.get(outcome, ""))))
-        segments = [f"{label} {value}" for label, value in cells[spec][1:]]
-        for line in pack(segments, console_width(console), first="  ", indent="  "):
-            print_line(console, line)
+    else:
+        for spec, name in zip(specs, names, strict=True):
+            outcome = engines[spec]["outcome"]
+            print_line(console, Text.assemble((name, "bold"), "  ", (outcome, _OUTCOME_STYLE.get(outcome, ""))))
+            segments = [f"{label} {value}" for label, value in cells[spec][1:]]
+            for line in pack(segments, console_width(console), first="  ", indent="  "):
+                print_line(console, line)
+    print_legend(console, [view["outcome"] for view in engines.values()], set() if defined is None else defined)
 
 
 def render_summary(

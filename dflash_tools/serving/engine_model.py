@@ -203,7 +203,7 @@ class EngineView:
 
     @property
     def serves_as_trained(self) -> bool:
-        return self.outcome in (Outcome.SERVED, Outcome.SERVED_WITH_PLUGIN)
+        return self.outcome in AS_TRAINED
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -263,6 +263,9 @@ class EngineView:
             )
         )
 
+
+# The outcomes that serve the draft as it was trained.
+AS_TRAINED = frozenset({Outcome.SERVED, Outcome.SERVED_WITH_PLUGIN})
 
 # How bad an outcome is: a view keeps the worst it found.
 RANK = {

@@ -6,7 +6,8 @@ Everything the command does but parse and render: the Hub listing (`author`, `se
 target read once, the `--engine` names resolved to tables (`vllm`: the vLLM installed here,
 classified from its files, `vllm_capability`), each source read and inspected (several at once
 on `jobs` threads) with the engine views (`engine_view.inspect_for_engines`) or without
-(`inspect.inspect_loaded`), and the exit code. `inspect_request(args)` builds the request from
+(`inspect.inspect_loaded`, with each release's verdict from its table: `engine_verdicts`), and
+the exit code. `inspect_request(args)` builds the request from
 the command line's options; `dflash_tools.inspect_checkpoint` is the call for one source.
 
 It lives beside the engine views because it calls them; nothing here imports typer, rich or an
@@ -34,6 +35,7 @@ from dflash_tools.findings import Severity
 from dflash_tools.inspect import InspectReport, inspect_loaded
 from dflash_tools.reading.checkpoint import optional_count
 from dflash_tools.reading.source import load_checkpoint
+from dflash_tools.serving.engine_verdicts import table_verdicts, verdicts_document
 from dflash_tools.serving.engine_view import engine_choices, inspect_for_engines, resolve_engine_specs
 from dflash_tools.serving.k_values import single_k
 from dflash_tools.serving.vllm_capability import VllmCapability, detect_vllm
@@ -209,7 +211,11 @@ def _inspect_source(
         return inspect_for_engines(
             loaded, specs, installed_vllm=vllm, target=target, target_name=target_name, num_speculative_tokens=k
         )
-    return inspect_loaded(loaded, target=target, num_speculative_tokens=k)
+    report = inspect_loaded(loaded, target=target, num_speculative_tokens=k)
+    # Without --engine: each release's verdict from its table, no findings added (the columns,
+    # their findings and the launch lines are --engine's).
+    report.extra["engine_verdicts"] = verdicts_document(table_verdicts(report, target_name))
+    return report
 
 
 def engine_specs(values: Sequence[str]) -> tuple[list[str], bool]:

@@ -401,7 +401,7 @@ def test_an_error_finding_comments_out_the_launch_lines_it_blocks(tmp_path: Path
     lines = result.stdout.splitlines()
     heading = next(i for i, line in enumerate(lines) if line.startswith("launch"))
     assert lines[heading] == "launch (not to run until DFT032 above is fixed; lines kept as comments):"
-    launches = [line for line in lines[heading + 1 :] if "serve" in line or "launch_server" in line]
+    launches = [line for line in lines[heading + 1 :] if "vllm serve" in line or "launch_server" in line]
     assert len(launches) == 3 and all(line.startswith("# ") for line in launches)
 
 
