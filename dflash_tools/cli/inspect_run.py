@@ -36,7 +36,7 @@ from dflash_tools.cli._output import (
 )
 from dflash_tools.draft.target import TargetDescription
 from dflash_tools.engine_rules import Outcome
-from dflash_tools.errors import DflashToolsError
+from dflash_tools.errors import EXIT_OK, DflashToolsError
 from dflash_tools.findings import Severity, brief_list
 from dflash_tools.inspect import InspectReport
 from dflash_tools.serving.engine_model import AS_TRAINED
@@ -64,7 +64,12 @@ def run(args: InspectArgs) -> None:
             report = result.reports[0]
             assert isinstance(report, InspectReport)  # one source: its error was raised
             render_report(
-                report, show_tensors=args.tensors, quiet=args.quiet, no_color=args.no_color, target_spec=result.target
+                report,
+                show_tensors=args.tensors,
+                quiet=args.quiet,
+                no_color=args.no_color,
+                target_spec=result.target,
+                ok=result.exit_code == EXIT_OK,
             )
         else:
             render_summary(result.sources, result.reports, no_color=args.no_color)
@@ -84,12 +89,13 @@ def _geometry_segments(report: InspectReport) -> list[str]:
     ]
 
 
-def _verdict(report: InspectReport) -> Text:
+def _verdict(report: InspectReport, ok: bool | None = None) -> Text:
+    """`OK` or `FAIL` (as the exit code says, `--fail-on` included; else the errors) and the counts."""
     counts = report.severity_counts()
     summary = (
         f": {counts[Severity.ERROR]} error(s), {counts[Severity.WARNING]} warning(s), {counts[Severity.INFO]} note(s)"
     )
-    if report.ok:
+    if report.ok if ok is None else ok:
         return Text.assemble(("OK", "bold green"), summary)
     return Text.assemble(("FAIL", "bold red"), summary)
 
@@ -160,11 +166,16 @@ def render_report(
     quiet: bool = False,
     no_color: bool = False,
     target_spec: TargetDescription | None = None,
+    ok: bool | None = None,
 ) -> None:
-    """The verdict first and last, a label/value block, the findings, then each fix command whole."""
+    """The verdict first and last, a label/value block, the findings, then each fix command whole.
+    `ok`: the verdict as the exit code says it (None: no error finding)."""
     console = stdout_console(no_color)
     doc = report.to_dict()
-    verdict, engines_line = _verdict(report), engines_verdict(doc.get("engines") or doc.get("engine_verdicts") or {})
+    verdict, engines_line = (
+        _verdict(report, ok),
+        engines_verdict(doc.get("engines") or doc.get("engine_verdicts") or {}),
+    )
     defined: set[str] = set()  # the outcome words defined on screen so far
     print_verdict(console, verdict, engines_line)
     if not quiet:
@@ -293,8 +304,8 @@ def render_report(
             style="dim",
         )
     print_fixes(console, fixes)
-    if engines and not quiet:
-        print_launches(console, engines, launch_blockers(report.findings))
+    if engines:  # -q keeps them: what needs attention includes what to run
+        print_launches(console, engines, launch_blockers(report.findings), defined)
     if not quiet:
         print_normalization(console, report)
     print_verdict(console, verdict, engines_line, last=True)
@@ -349,14 +360,20 @@ def _engine_cells(view: dict[str, Any]) -> list[tuple[str, str]]:
 
     ids = view["target_layer_ids"]
     return [
-        ("serves", view["outcome"]),
+        ("outcome", view["outcome"]),
         ("layout", view["layout"] or "-"),
         ("block", with_source(view["block_size"], view["block_size_source"])),
-        ("K", str(view["draft_tokens"]) if view["draft_tokens"] is not None else "-"),
+        ("K / queries", _k_and_queries(view)),
         ("layers", with_source(" ".join(str(i) for i in ids) if ids else None, view["target_layer_ids_source"])),
         ("mask id", str(view["mask_token_id"]) if view["mask_token_id"] is not None else "-"),
         ("as trained", "yes" if view["matches_training"] else "no"),
     ]
+
+
+def _k_and_queries(view: dict[str, Any]) -> str:
+    """`K / query positions`, as plan's table shows them."""
+    k, queries = view["num_speculative_tokens"], view["num_query_tokens"]
+    return "-" if k is None else f"{k} / {queries if queries is not None else '-'}"
 
 
 def render_engines(console: Console, engines: dict[str, dict[str, Any]], defined: set[str] | None = None) -> None:
@@ -370,7 +387,7 @@ def render_engines(console: Console, engines: dict[str, dict[str, Any]], defined
         row: list[str | Text] = [label]
         for spec in specs:
             value = cells[spec][index][1]
-            row.append(Text(value, style=_OUTCOME_STYLE.get(value, "")) if label == "serves" else value)
+            row.append(Text(value, style=_OUTCOME_STYLE.get(value, "")) if label == "outcome" else value)
         rows.append(row)
     print_line(console, "engines", style="bold")
     names = [f"{engines[key]['engine']}=={engines[key]['version']}" for key in specs]
@@ -455,23 +472,29 @@ def launch_blockers(findings: list[Any]) -> dict[str, list[str]]:
 
 
 def print_launches(
-    console: Console, engines: dict[str, dict[str, Any]], blockers: dict[str, list[str]] | None = None
+    console: Console,
+    engines: dict[str, dict[str, Any]],
+    blockers: dict[str, list[str]] | None = None,
+    defined: set[str] | None = None,
 ) -> None:
     """Each engine's launch line, whole and pasteable (`print_command`), after a `#` comment naming
-    it; a line that an error finding blocks (`launch_blockers`) is printed commented out."""
+    it; a line that an error finding blocks (`launch_blockers`) is printed commented out. The
+    outcome words of the releases without a line are defined after them unless `defined` above."""
     blockers = blockers or {}
     everywhere = blockers.get("", [])
     heading = "launch (copy a command line and run it):"
     if everywhere:
         heading = f"launch (not to run until {', '.join(everywhere)} above is fixed; lines kept as comments):"
     print_line(console, heading, style="bold")
+    unlaunched: list[str] = []
     for view in engines.values():
         spec = f"{view['engine']}=={view['version']}"
         blocked = [*everywhere, *(c for c in blockers.get(spec, []) if c not in everywhere)]
         command = view.get("launch_command")
         if not command:
-            why = f": {view['outcome']}" if view["outcome"] not in ("served", "served-with-plugin") else ""
+            why = f": {view['outcome']}" if Outcome(view["outcome"]) not in AS_TRAINED else ""
             print_comment(console, f"{spec}: no launch line{why} (see the findings above)")
+            unlaunched.append(view["outcome"])
             continue
         placeholders = view.get("launch_placeholders") or []
         note = f"; replace {', '.join(placeholders)} with the target model first" if placeholders else ""
@@ -479,3 +502,4 @@ def print_launches(
             note += f"; not to run until {', '.join(blocked)} above is fixed"
         print_comment(console, f"{spec}{note}")
         print_command(console, command, commented=bool(blocked))
+    print_legend(console, unlaunched, set() if defined is None else defined)

@@ -28,7 +28,9 @@ from dflash_tools.reading.checkpoint import LoadedCheckpoint, optional_count
 from dflash_tools.reading.safetensors_header import TensorHeader
 from dflash_tools.reading.source import load_checkpoint
 
-SCHEMA_VERSION = 1
+# 2: the engine columns name K `num_speculative_tokens` (was `draft_tokens`), as plan does
+# (docs/json.md, "Versions").
+SCHEMA_VERSION = 2
 # Findings kept per source, errors first. A hostile checkpoint can raise hundreds of thousands
 # (an index naming 10,000 shards); past this many, JSON counts the rest in `findings_omitted`
 # and the human report ends the list with "... and N more".
@@ -66,7 +68,8 @@ class InspectReport:
         return self.loaded.tensors
 
     def to_dict(self, *, include_tensors: bool = False) -> dict[str, Any]:
-        """The stable JSON document (schema_version 1)."""
+        """The stable JSON document (`SCHEMA_VERSION`); the command's adds `command`, `exit_code`
+        and an `ok` that follows `--fail-on` (`serving.inspect_sources`)."""
         desc, geometry, loaded = self.description, self.geometry, self.loaded
         document: dict[str, Any] = {
             "schema_version": SCHEMA_VERSION,

@@ -13,7 +13,7 @@ from typing import Any
 
 from dflash_tools import dialects
 from dflash_tools.draft.description import Dialect, DraftDescription
-from dflash_tools.draft.geometry import Geometry, trained_layout
+from dflash_tools.draft.geometry import Geometry, num_query_tokens, trained_layout
 from dflash_tools.draft.target import TargetSpec
 from dflash_tools.engine_rules import EngineRules, Layout, Outcome
 from dflash_tools.findings import Finding, Severity, make_finding
@@ -126,7 +126,14 @@ class DraftFacts:
         assert isinstance(nested, dict)
         domino = nested.get("projector_type", config.get("projector_type")) == "domino"
         verifier = desc.verifier_name if desc is not None else None
-        requested = geometry.num_speculative_tokens if geometry and geometry.speculative_tokens_requested else None
+        # K asked for: a -k equal to K_max, the default, is not a request (it changes no column).
+        requested = (
+            geometry.num_speculative_tokens
+            if geometry
+            and geometry.speculative_tokens_requested
+            and geometry.num_speculative_tokens != geometry.max_speculative_tokens
+            else None
+        )
         return cls(
             source=source,
             config=config,
@@ -205,6 +212,13 @@ class EngineView:
     def serves_as_trained(self) -> bool:
         return self.outcome in AS_TRAINED
 
+    @property
+    def num_query_tokens(self) -> int | None:
+        """The query positions the K it drafts takes in the layout it serves (K + 1 bonus, K anchor-first)."""
+        if self.draft_tokens is None or self.layout is None:
+            return None
+        return num_query_tokens(self.draft_tokens, self.layout is Layout.ANCHOR_FIRST)
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "engine": self.rules.engine,
@@ -219,7 +233,8 @@ class EngineView:
             "layout_source": self.layout_source,
             "block_size": self.block_size,
             "block_size_source": self.block_size_source,
-            "draft_tokens": self.draft_tokens,
+            "num_speculative_tokens": self.draft_tokens,
+            "num_query_tokens": self.num_query_tokens,
             "target_layer_ids": self.target_layer_ids,
             "target_layer_ids_source": self.target_layer_ids_source,
             "num_target_layers": self.num_target_layers,

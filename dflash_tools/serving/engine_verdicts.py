@@ -16,8 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from dflash_tools.draft.geometry import num_query_tokens
-from dflash_tools.engine_rules import ENGINE_RULES, Layout, Outcome, json_key
+from dflash_tools.engine_rules import ENGINE_RULES, Outcome, json_key
 from dflash_tools.inspect import InspectReport
 from dflash_tools.serving.engine_model import DraftFacts, EngineView
 from dflash_tools.serving.engine_view import engine_view
@@ -58,11 +57,7 @@ class EngineVerdict:
 
     @classmethod
     def of(cls, view: EngineView) -> EngineVerdict:
-        tokens = view.draft_tokens
-        queries = None
-        if tokens is not None and view.layout is not None:
-            queries = num_query_tokens(tokens, view.layout is Layout.ANCHOR_FIRST)
-        return cls(view.rules.engine, view.rules.version, view.outcome, tokens, queries)
+        return cls(view.rules.engine, view.rules.version, view.outcome, view.draft_tokens, view.num_query_tokens)
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -20,6 +20,7 @@ import os
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 from dflash_tools.draft.target import TargetDescription, target_argument
@@ -38,6 +39,7 @@ from dflash_tools.reading.source import load_checkpoint
 from dflash_tools.serving.engine_verdicts import table_verdicts, verdicts_document
 from dflash_tools.serving.engine_view import engine_choices, inspect_for_engines, resolve_engine_specs
 from dflash_tools.serving.k_values import single_k
+from dflash_tools.serving.launch import served_model_name
 from dflash_tools.serving.vllm_capability import VllmCapability, detect_vllm
 
 COMMAND = "inspect"
@@ -133,21 +135,39 @@ class InspectResult:
 
     @property
     def exit_code(self) -> int:
-        """2 when a source cannot be read; else 1 when a finding reaches `fail_on`; else 0."""
-        if any(isinstance(r, DflashToolsError) for r in self.reports):
+        """The command's: 2 when a source cannot be read, else the worst source's (`source_exit_code`)."""
+        return max(self.source_exit_code(report) for report in self.reports)
+
+    def source_exit_code(self, report: InspectReport | DflashToolsError) -> int:
+        """One source's: 2 when it cannot be read; 1 when a finding reaches `fail_on` (counted
+        ones past the report's cap included); else 0."""
+        if isinstance(report, DflashToolsError):
             return EXIT_USAGE
         failing = _FAILING[self.request.fail_on]
-        reports = [r for r in self.reports if isinstance(r, InspectReport)]
-        return EXIT_FINDINGS if any(f.severity in failing for r in reports for f in r.findings) else EXIT_OK
+        counts = report.severity_counts()
+        return EXIT_FINDINGS if any(counts[severity] for severity in failing) else EXIT_OK
 
     def documents(self, *, include_tensors: bool = False) -> list[dict[str, Any]]:
-        """Each source's JSON document: its report, or the error document in its place (docs/json.md)."""
-        return [
-            result.to_dict(include_tensors=include_tensors)
-            if isinstance(result, InspectReport)
-            else error_document(COMMAND, result.message, result.hint, result.exit_code, result.kind, name)
-            for name, result in zip(self.sources, self.reports, strict=True)
-        ]
+        """Each source's JSON document: its report, with `command`, and `ok` and `exit_code` as
+        its own exit code says; or the error document in its place (docs/json.md)."""
+        documents = []
+        for name, result in zip(self.sources, self.reports, strict=True):
+            if isinstance(result, DflashToolsError):
+                documents.append(
+                    error_document(COMMAND, result.message, result.hint, result.exit_code, result.kind, name)
+                )
+                continue
+            code = self.source_exit_code(result)
+            document: dict[str, Any] = {}
+            for key, value in result.to_dict(include_tensors=include_tensors).items():
+                if key == "ok":  # `ok`, then `exit_code`, where the report has its `ok`
+                    document.update(ok=code == EXIT_OK, exit_code=code)
+                else:
+                    document[key] = value
+                if key == "schema_version":
+                    document["command"] = COMMAND
+            documents.append(document)
+        return documents
 
     def to_dict(self, *, include_tensors: bool = False) -> dict[str, Any] | list[dict[str, Any]]:
         """The `--json` document: one source's, or an array of them."""
@@ -177,7 +197,7 @@ def inspect_sources(request: InspectRequest) -> InspectResult:
     target = target_argument(
         request.target, revision=request.target_revision, token=request.token, timeout=request.timeout
     )
-    target_name = os.fspath(request.target) if isinstance(request.target, str | os.PathLike) else None
+    target_name = target_launch_name(target)
     specs, installed_vllm = engine_specs(request.engines)
     vllm = detect_vllm() if installed_vllm else None
 
@@ -216,6 +236,16 @@ def _inspect_source(
     # their findings and the launch lines are --engine's).
     report.extra["engine_verdicts"] = verdicts_document(table_verdicts(report, target_name))
     return report
+
+
+def target_launch_name(target: TargetDescription | None) -> str | None:
+    """What the launch lines name for the target, as `plan` names it (`launch.served_model_name`):
+    the folder of a local target's config.json, resolved, else the Hub repo id."""
+    if target is None:
+        return None
+    location = Path(target.location)
+    local = location.is_absolute() and location.is_file()  # a Hub target's location is `repo@revision`
+    return served_model_name(target.source, location.parent if local else None)
 
 
 def engine_specs(values: Sequence[str]) -> tuple[list[str], bool]:

@@ -51,7 +51,7 @@ def test_plain_json_has_every_releases_verdict(source: str) -> None:
     full = columns(source)
     for spec, verdict in verdicts.items():
         assert verdict["outcome"] == full[spec]["outcome"], spec
-        k = full[spec].get("num_speculative_tokens", full[spec].get("draft_tokens"))
+        k = full[spec]["num_speculative_tokens"]
         assert verdict["num_speculative_tokens"] == k, spec
     # Informative only: the exit code and the findings are the draft's own, as before.
     assert "engines" not in document
@@ -73,10 +73,7 @@ def test_plain_inspect_of_an_anchor_first_draft_names_the_engines() -> None:
     assert all(spec in verdict.split(", not by")[1] for spec in others)
     for spec, column in columns(ANCHOR_FIRST).items():
         line = next(line for line in lines if line.startswith(spec + " "))
-        assert (
-            column["outcome"] in line
-            and f"K {column.get('num_speculative_tokens', column.get('draft_tokens'))}" in line
-        )
+        assert column["outcome"] in line and f"K {column['num_speculative_tokens']}" in line
         assert "query positions" in line
     # Each outcome word shown is defined once, on the lines below the engine lines.
     words = {c["outcome"] for c in columns(ANCHOR_FIRST).values()}
