@@ -4,10 +4,11 @@ The library API is plain dataclasses; nothing here imports typer, rich, torch or
 command has its core entry point here (docs/python-api.md):
 
     from dflash_tools import inspect_checkpoint
-    report = inspect_checkpoint("z-lab/Qwen3.8-27B-DFlash2", num_speculative_tokens=7)
-    report.geometry.num_query_tokens, [f.code for f in report.findings]
+    report = inspect_checkpoint("z-lab/Qwen3.8-27B-DFlash2", num_speculative_tokens=7, engines=["all"])
+    report.geometry.num_query_tokens, [f.code for f in report.findings], report.to_dict()["engines"]
 
-- inspect: `inspect_checkpoint`; convert: `plan_conversion`, `convert_checkpoint`, `push_folder`;
+- inspect: `inspect_sources(InspectRequest(...))` (what the CLI calls), `inspect_checkpoint` (one
+  source); convert: `plan_conversion`, `convert_checkpoint`, `push_folder`;
 - plan: `plan_launch(PlanRequest(...))` (or `plan_request(PlanOptions(...))` to merge a preset as the
   CLI does);
 - smoke-test: `smoke_test(SmokeOptions(...))` (or `resolve_options(args)`, as the CLI does).
@@ -21,6 +22,8 @@ __all__ = [
     "ConvertPlan",
     "ConvertResult",
     "InspectReport",
+    "InspectRequest",
+    "InspectResult",
     "LaunchPlan",
     "PlanDraft",
     "PlanOptions",
@@ -30,6 +33,7 @@ __all__ = [
     "__version__",
     "convert_checkpoint",
     "inspect_checkpoint",
+    "inspect_sources",
     "plan_conversion",
     "plan_launch",
     "plan_request",
@@ -41,16 +45,21 @@ __all__ = [
 if TYPE_CHECKING:
     from dflash_tools._version import __version__
     from dflash_tools.convert import ConvertPlan, ConvertResult, convert_checkpoint, plan_conversion, push_folder
-    from dflash_tools.inspect import InspectReport, inspect_checkpoint
+    from dflash_tools.inspect import InspectReport
     from dflash_tools.plan.model import LaunchPlan, PlanDraft, PlanRequest
     from dflash_tools.plan.options import PlanOptions
     from dflash_tools.plan.request import plan_request
     from dflash_tools.plan.run import plan_launch
+    from dflash_tools.serving.inspect_sources import InspectRequest, InspectResult, inspect_checkpoint, inspect_sources
     from dflash_tools.smoke.options import Runtime, SmokeOptions, resolve_options
     from dflash_tools.smoke.run import smoke_test
 
 # name -> the module that holds it, imported on first use.
 _LAZY = {
+    "inspect_checkpoint": "dflash_tools.serving.inspect_sources",
+    "inspect_sources": "dflash_tools.serving.inspect_sources",
+    "InspectRequest": "dflash_tools.serving.inspect_sources",
+    "InspectResult": "dflash_tools.serving.inspect_sources",
     "plan_launch": "dflash_tools.plan.run",
     "LaunchPlan": "dflash_tools.plan.model",
     "PlanDraft": "dflash_tools.plan.model",
@@ -71,10 +80,10 @@ def __getattr__(name: str) -> Any:
         from dflash_tools._version import __version__
 
         return __version__
-    if name in ("inspect_checkpoint", "InspectReport"):
-        from dflash_tools import inspect
+    if name == "InspectReport":
+        from dflash_tools.inspect import InspectReport
 
-        return getattr(inspect, name)
+        return InspectReport
     if name in ("convert_checkpoint", "plan_conversion", "push_folder", "ConvertPlan", "ConvertResult"):
         from dflash_tools import convert
 

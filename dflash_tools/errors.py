@@ -8,12 +8,28 @@ reports what its base says without a table of class names.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 # The documented exit codes (docs/json.md): the one home for them.
 EXIT_OK = 0
 EXIT_FINDINGS = 1  # error findings, a failed verdict, or a runtime failure
 EXIT_USAGE = 2  # a usage error, or a source that cannot be found or read
+
+ERROR_SCHEMA_VERSION = 1
+
+
+def error_document(
+    command: str, message: str, hint: str, exit_code: int, kind: str, source: Any = None, **extra: Any
+) -> dict[str, Any]:
+    """The one JSON document a failed command prints on stdout (docs/json.md); also each
+    unreadable source's place in `inspect`'s array of several."""
+    document: dict[str, Any] = {"schema_version": ERROR_SCHEMA_VERSION, "command": command}
+    if source is not None:
+        document["source"] = source
+    document["ok"] = False
+    document["exit_code"] = exit_code
+    document["error"] = {"kind": kind, "message": message, "hint": hint, "exit_code": exit_code, **extra}
+    return document
 
 
 class DflashToolsError(Exception):

@@ -12,7 +12,7 @@ import typer
 
 from dflash_tools.cli._output import reset_documents, safe_text, stderr_console, write_json
 from dflash_tools.cli._signals import Interrupted
-from dflash_tools.errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, DflashToolsError, UsageError
+from dflash_tools.errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, DflashToolsError, UsageError, error_document
 
 __all__ = ["EXIT_FINDINGS", "EXIT_OK", "EXIT_USAGE", "error_document", "handle_errors", "json_requested"]
 
@@ -27,22 +27,6 @@ def report_error(message: str, hint: str = "") -> None:
     console.print(f"[bold red]error:[/bold red] {safe_text(message)}", soft_wrap=True)
     if hint:
         console.print(f"[dim]hint:[/dim] {safe_text(hint)}", soft_wrap=True)
-
-
-ERROR_SCHEMA_VERSION = 1
-
-
-def error_document(
-    command: str, message: str, hint: str, exit_code: int, kind: str, source: Any = None, **extra: Any
-) -> dict[str, Any]:
-    """The one JSON document a failed command prints on stdout (docs/json.md)."""
-    document: dict[str, Any] = {"schema_version": ERROR_SCHEMA_VERSION, "command": command}
-    if source is not None:
-        document["source"] = source
-    document["ok"] = False
-    document["exit_code"] = exit_code
-    document["error"] = {"kind": kind, "message": message, "hint": hint, "exit_code": exit_code, **extra}
-    return document
 
 
 def refuse_empty_names(option: str, values: list[str] | None, choices: list[str]) -> None:

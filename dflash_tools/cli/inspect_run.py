@@ -1,16 +1,15 @@
-"""`dflash-tools inspect`, run: call the core and render (the options are in `inspect_cmd`)."""
+"""`dflash-tools inspect`, run: call the core (`serving.inspect_sources`) and render (options: `inspect_cmd`)."""
 
 from __future__ import annotations
 
 import os
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
 from rich.text import Text
 
-from dflash_tools.cli._errors import error_document, handle_errors, refuse_empty_names
+from dflash_tools.cli._errors import handle_errors
 from dflash_tools.cli._layout import (
     Fix,
     console_width,
@@ -35,115 +34,46 @@ from dflash_tools.cli._output import (
     stdout_console,
     write_json,
 )
-from dflash_tools.draft.target import TargetDescription, load_target
-from dflash_tools.errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, DflashToolsError, UsageError
+from dflash_tools.draft.target import TargetDescription
+from dflash_tools.engine_rules import Outcome
+from dflash_tools.errors import EXIT_OK, DflashToolsError
 from dflash_tools.findings import Severity, brief_list
-from dflash_tools.inspect import InspectReport, inspect_loaded
-from dflash_tools.reading.source import load_checkpoint
-from dflash_tools.serving.engine_view import (
-    asks_installed_sglang,
-    engine_choices,
-    inspect_for_engines,
-    resolve_engine_specs,
-)
-from dflash_tools.serving.installed_sglang import detect_sglang
-from dflash_tools.serving.k_values import single_k
-from dflash_tools.serving.vllm_capability import detect_vllm
+from dflash_tools.inspect import InspectReport
+from dflash_tools.serving.engine_model import AS_TRAINED
+from dflash_tools.serving.engine_verdicts import outcome_meaning
+from dflash_tools.serving.inspect_sources import inspect_request, inspect_sources
 
 if TYPE_CHECKING:
     from dflash_tools.cli.inspect_cmd import InspectArgs
 
 
 def run(args: InspectArgs) -> None:
-    """Run `dflash-tools inspect` with the options `inspect_cmd` parsed."""
+    """Run `dflash-tools inspect`: build the request, call the core (`inspect_sources`), render."""
     fmt = OutputFormat.JSON if args.json_flag else args.output_format
     given = list(args.sources or [])
     with handle_errors("inspect", json_output=fmt is OutputFormat.JSON, source=given[0] if len(given) == 1 else given):
-        k = single_k(args.num_speculative_tokens, "inspect")
-        names = list(args.sources or [])
-        if args.author or args.search:
-            from dflash_tools.reading.hub import list_hub_models
-
-            names += list_hub_models(args.author, args.search, token=args.token, limit=args.limit, timeout=args.timeout)
-            if not names:
-                raise UsageError(
-                    f"no Hub models match author={args.author!r} search={args.search!r}",
-                    "check the spelling, or pass sources directly",
-                )
-        if not names:
-            raise UsageError("no SOURCE given", "pass a folder, a repo id, example:zlab-dflash2, or --author")
+        request = inspect_request(args)
         if args.token and "HF_TOKEN" not in os.environ:
             stderr_console(args.no_color).print(
                 "[yellow]warning:[/yellow] --token on the command line is visible to other users; prefer HF_TOKEN"
             )
-        target_spec = (
-            load_target(args.target, revision=args.target_revision, token=args.token, timeout=args.timeout)
-            if args.target
-            else None
-        )
-        refuse_empty_names("--engine", args.engines, engine_choices())
-        try:
-            specs, installed_vllm = resolve_engine_specs(args.engines or [])
-        except ValueError as exc:
-            raise UsageError(f"--engine {exc}", f"choose from: {', '.join(engine_choices())}") from None
-        vllm = detect_vllm() if installed_vllm else None
-        sglang = detect_sglang() if asks_installed_sglang(args.engines or []) else None
-
-        def run(name: str) -> InspectReport | DflashToolsError:
-            try:
-                loaded = load_checkpoint(name, revision=args.revision, token=args.token, timeout=args.timeout)
-                if specs or vllm is not None:
-                    return inspect_for_engines(
-                        loaded,
-                        specs,
-                        installed_vllm=vllm,
-                        installed_sglang=sglang,
-                        target=target_spec,
-                        target_name=args.target,
-                        num_speculative_tokens=k,
-                    )
-                return inspect_loaded(loaded, target=target_spec, num_speculative_tokens=k)
-            except DflashToolsError as exc:
-                return exc
-
-        if len(names) == 1:
-            results: list[InspectReport | DflashToolsError] = [run(names[0])]
-            if isinstance(results[0], DflashToolsError):
-                raise results[0]
-        else:
-            with ThreadPoolExecutor(max_workers=min(args.jobs, len(names))) as pool:
-                results = list(pool.map(run, names))
-
-        code = _exit_code(results, Severity(args.fail_on))
+        result = inspect_sources(request)
         if fmt is OutputFormat.JSON:
-            documents = [_document(name, result, args.tensors) for name, result in zip(names, results, strict=True)]
-            write_json(documents[0] if len(documents) == 1 else documents)
-        elif len(results) == 1:
-            report = results[0]
-            assert isinstance(report, InspectReport)
+            write_json(result.to_dict(include_tensors=args.tensors))
+        elif len(result.reports) == 1:
+            report = result.reports[0]
+            assert isinstance(report, InspectReport)  # one source: its error was raised
             render_report(
-                report, show_tensors=args.tensors, quiet=args.quiet, no_color=args.no_color, target_spec=target_spec
+                report,
+                show_tensors=args.tensors,
+                quiet=args.quiet,
+                no_color=args.no_color,
+                target_spec=result.target,
+                ok=result.exit_code == EXIT_OK,
             )
         else:
-            render_summary(names, results, no_color=args.no_color)
-        raise typer.Exit(code)
-
-
-def _exit_code(results: list[InspectReport | DflashToolsError], fail_on: Severity) -> int:
-    if any(isinstance(r, DflashToolsError) for r in results):
-        return EXIT_USAGE
-    failing = {Severity.ERROR} if fail_on is Severity.ERROR else {Severity.ERROR, Severity.WARNING}
-    if fail_on is Severity.INFO:
-        failing = set(Severity)
-    reports = [r for r in results if isinstance(r, InspectReport)]
-    return EXIT_FINDINGS if any(f.severity in failing for r in reports for f in r.findings) else EXIT_OK
-
-
-def _document(name: str, result: InspectReport | DflashToolsError, tensors: bool) -> dict[str, Any]:
-    if isinstance(result, InspectReport):
-        return result.to_dict(include_tensors=tensors)
-    # The same error document a single source gets (docs/json.md), in that source's place.
-    return error_document("inspect", result.message, result.hint, result.exit_code, result.kind, name)
+            render_summary(result.sources, result.reports, no_color=args.no_color)
+        raise typer.Exit(result.exit_code)
 
 
 def _geometry_segments(report: InspectReport) -> list[str]:
@@ -174,14 +104,74 @@ def _geometry_segments(report: InspectReport) -> list[str]:
     ]
 
 
-def _verdict(report: InspectReport) -> Text:
+def _verdict(report: InspectReport, ok: bool | None = None) -> Text:
+    """`OK` or `FAIL` (as the exit code says, `--fail-on` included; else the errors) and the counts."""
     counts = report.severity_counts()
     summary = (
         f": {counts[Severity.ERROR]} error(s), {counts[Severity.WARNING]} warning(s), {counts[Severity.INFO]} note(s)"
     )
-    if report.ok:
+    if report.ok if ok is None else ok:
         return Text.assemble(("OK", "bold green"), summary)
     return Text.assemble(("FAIL", "bold red"), summary)
+
+
+def _spec(entry: dict[str, Any]) -> str:
+    return f"{entry['engine']}=={entry['version']}"
+
+
+def _listed(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+
+
+def engines_verdict(entries: dict[str, dict[str, Any]]) -> str:
+    """Which engine releases serve the draft as trained: of the --engine columns, else of every
+    release's table (`engine_verdicts`); empty when there are none (no config to apply them to)."""
+    if not entries:
+        return ""
+    served = [_spec(e) for e in entries.values() if Outcome(e["outcome"]) in AS_TRAINED]
+    others = [_spec(e) for e in entries.values() if Outcome(e["outcome"]) not in AS_TRAINED]
+    if not served:
+        return f"engines: served as trained by none of {_listed(others)}"
+    return f"engines: served as trained by {_listed(served)}" + (f", not by {_listed(others)}" if others else "")
+
+
+def print_verdict(console: Console, verdict: Text, engines: str, *, last: bool = False) -> None:
+    """The verdict, first and last: the findings' counts on one line, and beside it (below it
+    first, above it last) which engine releases serve the draft as trained, wrapped at words."""
+    if last:
+        for line in wrap_words(engines, console_width(console), "  ", first_indent="") if engines else []:
+            print_line(console, line)
+    print_line(console, verdict)
+    if not last:
+        for line in wrap_words(engines, console_width(console), "  ", first_indent="") if engines else []:
+            print_line(console, line)
+
+
+def render_engine_verdicts(console: Console, verdicts: dict[str, dict[str, Any]], defined: set[str]) -> None:
+    """One line per engine release (plain inspect): its outcome, K and query positions, read
+    from its table; the outcome words defined below them."""
+    print_line(console, "engines (each release's rules; --engine all: the columns and launch lines)", style="bold")
+    rows = []
+    for entry in verdicts.values():
+        segments = [entry["outcome"]]
+        if entry["num_speculative_tokens"] is not None:
+            segments.append(f"K {entry['num_speculative_tokens']}")
+        if entry["num_query_tokens"] is not None:
+            segments.append(f"{entry['num_query_tokens']} query positions")
+        rows.append((_spec(entry), segments))
+    key_values(console, rows)
+    print_legend(console, [entry["outcome"] for entry in verdicts.values()], defined)
+
+
+def print_legend(console: Console, words: list[str], defined: set[str]) -> None:
+    """`word: what it means` for each outcome word not yet defined on screen (`defined` grows)."""
+    for word in dict.fromkeys(words):
+        meaning = outcome_meaning(word)
+        if word in defined or not meaning:
+            continue
+        defined.add(word)
+        for line in wrap_words(f"{word}: {meaning}", console_width(console), "    ", first_indent="  "):
+            print_line(console, line, style="dim")
 
 
 def render_report(
@@ -191,11 +181,18 @@ def render_report(
     quiet: bool = False,
     no_color: bool = False,
     target_spec: TargetDescription | None = None,
+    ok: bool | None = None,
 ) -> None:
-    """The verdict first and last, a label/value block, the findings, then each fix command whole."""
+    """The verdict first and last, a label/value block, the findings, then each fix command whole.
+    `ok`: the verdict as the exit code says it (None: no error finding)."""
     console = stdout_console(no_color)
     doc = report.to_dict()
-    print_line(console, _verdict(report))
+    verdict, engines_line = (
+        _verdict(report, ok),
+        engines_verdict(doc.get("engines") or doc.get("engine_verdicts") or {}),
+    )
+    defined: set[str] = set()  # the outcome words defined on screen so far
+    print_verdict(console, verdict, engines_line)
     if not quiet:
         where = printable(report.loaded.location)
         if report.loaded.commit:
@@ -305,7 +302,9 @@ def render_report(
         table_or_blocks(console, ("name", "dtype", "shape", "bytes", "file"), table_rows, title="tensors")
     engines = doc.get("engines") or {}
     if engines and not quiet:
-        render_engines(console, engines)
+        render_engines(console, engines, defined)
+    elif doc.get("engine_verdicts") and not quiet:
+        render_engine_verdicts(console, doc["engine_verdicts"], defined)
     fixes: list[Fix] = []
     if report.findings:
         print_line(console, "findings", style="bold")
@@ -320,11 +319,11 @@ def render_report(
             style="dim",
         )
     print_fixes(console, fixes)
-    if engines and not quiet:
-        print_launches(console, engines, launch_blockers(report.findings))
+    if engines:  # -q keeps them: what needs attention includes what to run
+        print_launches(console, engines, launch_blockers(report.findings), defined)
     if not quiet:
         print_normalization(console, report)
-    print_line(console, _verdict(report))
+    print_verdict(console, verdict, engines_line, last=True)
 
 
 def print_normalization(console: Console, report: InspectReport) -> None:
@@ -377,12 +376,12 @@ def _engine_cells(view: dict[str, Any]) -> list[tuple[str, str]]:
 
     ids = view["target_layer_ids"]
     return [
-        ("serves", view["outcome"]),
+        ("outcome", view["outcome"]),
         ("stops at", view.get("stopped_at") or "-"),
         ("defaults", _defaults_cell(view.get("filled_defaults"))),
         ("layout", view["layout"] or "-"),
         ("block", with_source(view["block_size"], view["block_size_source"])),
-        ("K", str(view["draft_tokens"]) if view["draft_tokens"] is not None else "-"),
+        ("K / queries", _k_and_queries(view)),
         ("layers", with_source(" ".join(str(i) for i in ids) if ids else None, view["target_layer_ids_source"])),
         ("mask id", str(view["mask_token_id"]) if view["mask_token_id"] is not None else "-"),
         ("as trained", "yes" if view["matches_training"] else "no"),
@@ -417,8 +416,15 @@ def _read_from_note(view: dict[str, Any]) -> str:
     return text + "; it agrees with the table"
 
 
-def render_engines(console: Console, engines: dict[str, dict[str, Any]]) -> None:
-    """One column per engine release when it fits the width; else one block per release."""
+def _k_and_queries(view: dict[str, Any]) -> str:
+    """`K / query positions`, as plan's table shows them."""
+    k, queries = view["num_speculative_tokens"], view["num_query_tokens"]
+    return "-" if k is None else f"{k} / {queries if queries is not None else '-'}"
+
+
+def render_engines(console: Console, engines: dict[str, dict[str, Any]], defined: set[str] | None = None) -> None:
+    """One column per engine release when it fits the width; else one block per release; then
+    the outcome words not yet `defined` on screen."""
     specs = list(engines)
     cells = {spec: _engine_cells(view) for spec, view in engines.items()}
     notes = [note for note in (_read_from_note(view) for view in engines.values()) if note]
@@ -431,7 +437,7 @@ def render_engines(console: Console, engines: dict[str, dict[str, Any]]) -> None
         row: list[str | Text] = [label]
         for spec in specs:
             value = cells[spec][index][1]
-            row.append(Text(value, style=_OUTCOME_STYLE.get(value, "")) if label == "serves" else value)
+            row.append(Text(value, style=_OUTCOME_STYLE.get(value, "")) if label == "outcome" else value)
         rows.append(row)
     print_line(console, "engines", style="bold")
     names = [f"{engines[key]['engine']}=={engines[key]['version']}" for key in specs]
@@ -448,6 +454,7 @@ def render_engines(console: Console, engines: dict[str, dict[str, Any]]) -> None
     for note in notes:
         for line in wrap_words(printable(note), console_width(console)):
             print_line(console, line, style="dim")
+    print_legend(console, [view["outcome"] for view in engines.values()], set() if defined is None else defined)
 
 
 def render_summary(
@@ -518,23 +525,29 @@ def launch_blockers(findings: list[Any]) -> dict[str, list[str]]:
 
 
 def print_launches(
-    console: Console, engines: dict[str, dict[str, Any]], blockers: dict[str, list[str]] | None = None
+    console: Console,
+    engines: dict[str, dict[str, Any]],
+    blockers: dict[str, list[str]] | None = None,
+    defined: set[str] | None = None,
 ) -> None:
     """Each engine's launch line, whole and pasteable (`print_command`), after a `#` comment naming
-    it; a line that an error finding blocks (`launch_blockers`) is printed commented out."""
+    it; a line that an error finding blocks (`launch_blockers`) is printed commented out. The
+    outcome words of the releases without a line are defined after them unless `defined` above."""
     blockers = blockers or {}
     everywhere = blockers.get("", [])
     heading = "launch (copy a command line and run it):"
     if everywhere:
         heading = f"launch (not to run until {', '.join(everywhere)} above is fixed; lines kept as comments):"
     print_line(console, heading, style="bold")
+    unlaunched: list[str] = []
     for view in engines.values():
         spec = f"{view['engine']}=={view['version']}"
         blocked = [*everywhere, *(c for c in blockers.get(spec, []) if c not in everywhere)]
         command = view.get("launch_command")
         if not command:
-            why = f": {view['outcome']}" if view["outcome"] not in ("served", "served-with-plugin") else ""
+            why = f": {view['outcome']}" if Outcome(view["outcome"]) not in AS_TRAINED else ""
             print_comment(console, f"{spec}: no launch line{why} (see the findings above)")
+            unlaunched.append(view["outcome"])
             continue
         placeholders = view.get("launch_placeholders") or []
         note = f"; replace {', '.join(placeholders)} with the target model first" if placeholders else ""
@@ -542,3 +555,4 @@ def print_launches(
             note += f"; not to run until {', '.join(blocked)} above is fixed"
         print_comment(console, f"{spec}{note}")
         print_command(console, command, commented=bool(blocked))
+    print_legend(console, unlaunched, set() if defined is None else defined)

@@ -256,7 +256,7 @@ def _engine_cells(engine: dict[str, Any]) -> list[tuple[str, str]]:
     k = engine["num_speculative_tokens"]
     queries = engine["num_query_tokens"]
     return [
-        ("serves", engine["outcome"]),
+        ("outcome", engine["outcome"]),
         ("layout", engine["layout"] or "-"),
         ("K / queries", f"{k} / {queries}" if k is not None else "-"),
         ("max_num_seqs", _setting(engine, "max_num_seqs")),
@@ -276,7 +276,7 @@ def _engines_table(console: Console, engines: dict[str, dict[str, Any]]) -> None
         row: list[str | Text] = [label]
         for engine_cells in cells:
             value = engine_cells[index][1]
-            row.append(Text(value, style=_SERVES_STYLE.get(value, "bold red")) if label == "serves" else value)
+            row.append(Text(value, style=_SERVES_STYLE.get(value, "bold red")) if label == "outcome" else value)
         rows.append(row)
     print_line(console, "engines", style="bold")
     table = plain_table(["", *names], rows)

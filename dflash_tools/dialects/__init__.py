@@ -98,6 +98,7 @@ __all__ = [
     "module_for",
     "normalize",
     "read",
+    "read_as",
     "render",
     "render_refusal",
     "spec_for_family",
@@ -180,7 +181,12 @@ def read(config: dict[str, Any]) -> DraftDescription:
     """Detect and read; raises UnknownDialect, or ConfigInvalid (UnreadArchitecture for an
     architecture an engine serves that no dialect reads). The description's reader findings end
     with the features it uses (DFT035) and the keys nothing explains (DFT009)."""
-    dialect = detect(config)
+    return read_as(config, detect(config))
+
+
+def read_as(config: dict[str, Any], dialect: Dialect | None) -> DraftDescription:
+    """`read` of a config whose dialect the caller has detected already (`detect`; None: none
+    matched), so that one inspect detects it once."""
     if dialect is None:
         name = unread_architecture(config)
         if name is not None:

@@ -210,6 +210,50 @@ class DraftDescription:
     def reduced_vocabulary(self) -> bool:
         return self.draft_vocab_size != self.decoder.vocab_size
 
+    def model_fields(self) -> dict[str, Any]:
+        """The draft's dimensions by the names inspect's JSON `model` and the published profiles
+        (`configs/profiles`, `model.*`) give them."""
+        d = self.decoder
+        model: dict[str, Any] = {
+            "hidden_size": d.hidden_size,
+            "num_hidden_layers": d.num_hidden_layers,
+            "num_attention_heads": d.num_attention_heads,
+            "num_key_value_heads": d.num_key_value_heads,
+            "head_dim": d.head_dim,
+            "intermediate_size": d.intermediate_size,
+            "vocab_size": d.vocab_size,
+            "draft_vocab_size": self.draft_vocab_size,
+            "target_layer_ids": list(self.target_layer_ids),
+            "target_layer_ids_key": self.target_layer_ids_key,
+            "num_target_layers": self.num_target_layers,
+            "target_hidden_size": self.target_hidden_size,
+            "mask_token_id": self.mask_token_id,
+            "layer_types": d.layer_types,
+            "sliding_window": d.sliding_window,
+            "is_causal": self.is_causal,
+            "sliding_window_non_causal": self.sliding_window_non_causal,
+        }
+        if self.dflash2 is not None:
+            s = self.dflash2
+            model.update(
+                conv_kernel_size=s.conv_kernel_size,
+                conv_group_size=s.conv_group_size,
+                selector_rank=s.selector_rank,
+                selector_top_k=s.selector_top_k,
+                input_embedding_scale=s.input_embedding_scale,
+                output_multiplier=s.output_multiplier,
+                final_logit_softcapping=s.final_logit_softcapping,
+            )
+        if self.dspark is not None:
+            model.update(
+                markov_rank=self.dspark.markov_rank,
+                markov_head_type=self.dspark.markov_head_type,
+                enable_confidence_head=self.dspark.enable_confidence_head,
+            )
+        if self.verifier_name is not None:
+            model["verifier"] = self.verifier_name
+        return model
+
     def layout_facts(self, block_size: int | None) -> tuple[LayoutFact, ...]:
         """Every piece of evidence about the trained layout, strongest kind first: what the file
         declares, its proposal count against `block_size` (the declared one; None: the count says

@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from dflash_tools.findings import Finding, make_finding
 
@@ -186,16 +186,29 @@ def _same(a: Any, b: Any) -> bool:
     return text is not None and text == canonical_json(b)
 
 
+class DraftToMatch(Protocol):
+    """What a profile is compared with: a draft as inspect read it (`draft.inspected.DraftToMatch`;
+    a protocol here, so that the profiles, which the layout evidence reads, import no draft model)."""
+
+    @property
+    def tensors(self) -> Any: ...
+
+    @property
+    def fingerprint(self) -> tuple[Any, ...]: ...
+
+    def sections(self) -> dict[str, Any]: ...
+
+
 def match_profile(
     source: str,
-    report: dict[str, Any] | None,
+    draft: DraftToMatch | None,
     *,
     config: dict[str, Any] | None = None,
     config_text: str | None = None,
 ) -> ProfileMatch | None:
     """The published profile a checkpoint is: by its config (sha256, then content), else the
-    profile of the same repo, else one of the same dimensions. `report` (the JSON document) is
-    None when the config describes no draft: then only the config itself identifies a release."""
+    profile of the same repo, else one of the same dimensions. `draft` is None when the config
+    describes no draft: then only the config itself identifies a release."""
     sha = config_sha256(config_text)
     repo = source.removeprefix("hf://")
     # Mirrors publish the same file: the release of the repo read, else the first that has it.
@@ -205,15 +218,15 @@ def match_profile(
     )
     for profile, release in releases:
         if sha is not None and release.config_sha256 == sha:
-            return _matched(profile, "config sha256", report, release)
+            return _matched(profile, "config sha256", draft, release)
     wanted: str | None = None
     for profile, release in releases:
         if config is None or release.config.keys() != config.keys():
             continue  # other keys: another config, whatever the values (and no text to build)
         wanted = wanted or canonical_json(config)
         if wanted is not None and canonical_json(release.config) == wanted:
-            return _matched(profile, "config content", report, release)
-    if report is None:
+            return _matched(profile, "config content", draft, release)
+    if draft is None:
         return None
     candidates = [p for p in load_profiles() if repo in p.repos]
     matched_by = "repo id"
@@ -221,21 +234,14 @@ def match_profile(
         candidates = [p for p in load_profiles() if _names(source, p)]
         matched_by = "folder name"
     if not candidates:
-        model = report.get("model") or {}
-        key = (
-            report.get("algorithm"),
-            model.get("hidden_size"),
-            model.get("num_hidden_layers"),
-            model.get("vocab_size"),
-        )
-        candidates = [p for p in load_profiles() if p.fingerprint == key]
+        candidates = [p for p in load_profiles() if p.fingerprint == draft.fingerprint]
         matched_by = "dimensions"
         if not candidates:
             return None
         # Among same-dimension profiles prefer the one with the fewest differences.
-        candidates.sort(key=lambda p: len(_differences(p, report)))
+        candidates.sort(key=lambda p: len(_differences(p, draft)))
     profile = candidates[0]
-    match = _matched(profile, matched_by, report, None)
+    match = _matched(profile, matched_by, draft, None)
     if config is not None and profile.releases:
         nearest = min(profile.releases, key=lambda r: len(config_differences(r.config, config)))
         match.nearest_release = nearest
@@ -244,11 +250,11 @@ def match_profile(
     return match
 
 
-def _matched(profile: Profile, matched_by: str, report: dict[str, Any] | None, release: Release | None) -> ProfileMatch:
+def _matched(profile: Profile, matched_by: str, draft: DraftToMatch | None, release: Release | None) -> ProfileMatch:
     return ProfileMatch(
         profile.name,
         matched_by,
-        _differences(profile, report) if report is not None else [],
+        _differences(profile, draft) if draft is not None else [],
         release=release,
         releases_known=len(profile.releases),
     )
@@ -296,17 +302,18 @@ def config_differences(published: dict[str, Any], actual: dict[str, Any]) -> lis
 _COMPARED = ("dialect", "algorithm", "geometry", "model", "tensors")
 
 
-def _differences(profile: Profile, report: dict[str, Any]) -> list[dict[str, Any]]:
+def _differences(profile: Profile, draft: DraftToMatch) -> list[dict[str, Any]]:
     expected: dict[str, Any] = {}
     actual: dict[str, Any] = {}
+    sections = draft.sections()
     for section in _COMPARED:
         if section in profile.data:
             _flatten(section, profile.data[section], expected)
-            _flatten(section, report.get(section), actual)
+            _flatten(section, sections[section], actual)
     diffs = []
     for key, want in expected.items():
         got = actual.get(key)
-        if key.startswith("tensors.") and report.get("weights_inspected") is False:
+        if key.startswith("tensors.") and draft.tensors is None:
             continue
         if not _same(got, want):
             diffs.append({"key": key, "published": want, "actual": got})

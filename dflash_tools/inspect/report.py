@@ -11,9 +11,15 @@ from typing import Any
 from dflash_tools import dialects
 from dflash_tools.draft.checks import check_config
 from dflash_tools.draft.config_keys import check_config_keys, covered_paths
-from dflash_tools.draft.description import DraftDescription
+from dflash_tools.draft.description import Dialect, DraftDescription
 from dflash_tools.draft.geometry import Geometry, resolve_geometry
-from dflash_tools.draft.profiles import ProfileMatch, config_sha256, match_profile, profile_findings
+from dflash_tools.draft.inspected import InspectedDraft
+from dflash_tools.draft.profiles import (
+    ProfileMatch,
+    config_sha256,
+    match_profile,
+    profile_findings,
+)
 from dflash_tools.draft.sliding_window import check_sliding_window
 from dflash_tools.draft.target import TargetDescription, check_own_layer_count, check_target, target_argument
 from dflash_tools.draft.tensors import compare, expected_tensors, expected_totals, summarize
@@ -22,7 +28,9 @@ from dflash_tools.reading.checkpoint import LoadedCheckpoint, optional_count
 from dflash_tools.reading.safetensors_header import TensorHeader
 from dflash_tools.reading.source import load_checkpoint
 
-SCHEMA_VERSION = 1
+# 2: the engine columns name K `num_speculative_tokens` (was `draft_tokens`), as plan does
+# (docs/json.md, "Versions").
+SCHEMA_VERSION = 2
 # Findings kept per source, errors first. A hostile checkpoint can raise hundreds of thousands
 # (an index naming 10,000 shards); past this many, JSON counts the rest in `findings_omitted`
 # and the human report ends the list with "... and N more".
@@ -37,6 +45,9 @@ class InspectReport:
     findings: list[Finding]
     target: TargetDescription | None = None
     profile: ProfileMatch | None = None
+    # The config's dialect, detected once (known even when the config is too broken to describe
+    # the draft); None when no dialect's markers match.
+    dialect: Dialect | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     # Findings past MAX_FINDINGS, by severity ("error", "warning", "info"): counted, not kept.
     omitted: dict[str, int] = field(default_factory=dict)
@@ -57,7 +68,8 @@ class InspectReport:
         return self.loaded.tensors
 
     def to_dict(self, *, include_tensors: bool = False) -> dict[str, Any]:
-        """The stable JSON document (schema_version 1)."""
+        """The stable JSON document (`SCHEMA_VERSION`); the command's adds `command`, `exit_code`
+        and an `ok` that follows `--fail-on` (`serving.inspect_sources`)."""
         desc, geometry, loaded = self.description, self.geometry, self.loaded
         document: dict[str, Any] = {
             "schema_version": SCHEMA_VERSION,
@@ -67,10 +79,10 @@ class InspectReport:
             "revision": loaded.revision,
             "commit": loaded.commit,
             "config_sha256": config_sha256(loaded.config_text),
-            "dialect": desc.dialect.value if desc else None,
+            "dialect": self.dialect.value if self.dialect else None,
             "algorithm": desc.algorithm.value if desc else None,
             "geometry": geometry.to_dict() if geometry else None,
-            "model": _model_dict(desc) if desc else None,
+            "model": desc.model_fields() if desc else None,
             "tensors": None,
             "weights_inspected": loaded.weights_inspected,
             "findings": [f.to_dict() for f in self.findings],
@@ -102,53 +114,15 @@ def _natural_key(name: str) -> list[Any]:
     return [int(part) if part.isdigit() else part for part in name.split(".")]
 
 
-def _model_dict(desc: DraftDescription) -> dict[str, Any]:
-    d = desc.decoder
-    model: dict[str, Any] = {
-        "hidden_size": d.hidden_size,
-        "num_hidden_layers": d.num_hidden_layers,
-        "num_attention_heads": d.num_attention_heads,
-        "num_key_value_heads": d.num_key_value_heads,
-        "head_dim": d.head_dim,
-        "intermediate_size": d.intermediate_size,
-        "vocab_size": d.vocab_size,
-        "draft_vocab_size": desc.draft_vocab_size,
-        "target_layer_ids": list(desc.target_layer_ids),
-        "target_layer_ids_key": desc.target_layer_ids_key,
-        "num_target_layers": desc.num_target_layers,
-        "target_hidden_size": desc.target_hidden_size,
-        "mask_token_id": desc.mask_token_id,
-        "layer_types": d.layer_types,
-        "sliding_window": d.sliding_window,
-        "is_causal": desc.is_causal,
-        "sliding_window_non_causal": desc.sliding_window_non_causal,
-    }
-    if desc.dflash2 is not None:
-        s = desc.dflash2
-        model.update(
-            conv_kernel_size=s.conv_kernel_size,
-            conv_group_size=s.conv_group_size,
-            selector_rank=s.selector_rank,
-            selector_top_k=s.selector_top_k,
-            input_embedding_scale=s.input_embedding_scale,
-            output_multiplier=s.output_multiplier,
-            final_logit_softcapping=s.final_logit_softcapping,
-        )
-    if desc.dspark is not None:
-        model.update(
-            markov_rank=desc.dspark.markov_rank,
-            markov_head_type=desc.dspark.markov_head_type,
-            enable_confidence_head=desc.dspark.enable_confidence_head,
-        )
-    if desc.verifier_name is not None:
-        model["verifier"] = desc.verifier_name
-    return model
-
-
 def describe(config: dict[str, Any]) -> tuple[DraftDescription | None, list[Finding]]:
     """Read a config dict into a description; failures become DFT002 / DFT006 findings."""
+    return describe_as(config, dialects.detect(config))
+
+
+def describe_as(config: dict[str, Any], dialect: Dialect | None) -> tuple[DraftDescription | None, list[Finding]]:
+    """`describe` of a config whose dialect was detected already (None: no dialect matched)."""
     try:
-        desc = dialects.read(config)
+        desc = dialects.read_as(config, dialect)
     except dialects.UnknownDialect:
         return None, [
             make_finding(
@@ -170,16 +144,19 @@ def inspect_loaded(
     target: TargetDescription | None = None,
     num_speculative_tokens: int | None = None,
 ) -> InspectReport:
+    """The inspect walk of a checkpoint already read: the dialect detected once, the config
+    described, the geometry, tensors, target and profile checked."""
     findings = list(loaded.findings)
+    dialect: Dialect | None = None
     desc: DraftDescription | None = None
     geometry: Geometry | None = None
     if loaded.config is not None:
-        desc, read_findings = describe(loaded.config)
-        detected = dialects.detect(loaded.config)
-        if detected is not None:
+        dialect = dialects.detect(loaded.config)
+        desc, read_findings = describe_as(loaded.config, dialect)
+        if dialect is not None:
             # The table of engine-read keys owns type/range findings; a reader's own DFT006 for
             # the same key is the same news.
-            table_findings = check_config_keys(loaded.config, detected.spec)
+            table_findings = check_config_keys(loaded.config, dialect.spec)
             covered = covered_paths(table_findings)
             read_findings = [f for f in read_findings if not (f.code == "DFT006" and set(f.keys) & covered)]
             findings.extend(table_findings)
@@ -196,16 +173,14 @@ def inspect_loaded(
             findings.extend(check_target(desc, target, loaded.tensors if loaded.weights_inspected else None))
         else:
             findings.extend(check_own_layer_count(desc))
-    report = InspectReport(loaded, desc, geometry, [], target)
-    if desc is None and loaded.config is not None:
-        detected = dialects.detect(loaded.config)
-        if detected is not None:
-            # The dialect is known even when the config is too broken to describe the draft.
-            report.extra["dialect"] = detected.value
+    report = InspectReport(loaded, desc, geometry, [], target, dialect=dialect)
     if loaded.config is not None:
         # A config that describes no draft may still be a published release (by its sha256).
-        document = report.to_dict() if desc is not None else None
-        report.profile = match_profile(loaded.source, document, config=loaded.config, config_text=loaded.config_text)
+        inspected = None
+        if desc is not None:
+            tensors = summarize(loaded.tensors) if loaded.weights_inspected else None
+            inspected = InspectedDraft(desc, geometry, tensors)
+        report.profile = match_profile(loaded.source, inspected, config=loaded.config, config_text=loaded.config_text)
         findings.extend(profile_findings(report.profile))
     report.findings, report.omitted = cap_findings(finish_findings(loaded, findings))
     return report
@@ -268,8 +243,10 @@ def inspect_checkpoint(
     target_revision: str | None = None,
     timeout: float | None = None,
 ) -> InspectReport:
-    """Inspect one checkpoint. Raises SourceError when the draft or target cannot be reached, and
-    UsageError for an argument of the wrong type (a source that is not a str or a path, ...)."""
+    """Inspect one checkpoint, without the engine views: the walk the layers below `serving` use.
+    The command's own call, with `engines`, is `dflash_tools.inspect_checkpoint`
+    (`serving.inspect_sources`). Raises SourceError when the draft or target cannot be reached,
+    and UsageError for an argument of the wrong type (a source that is not a str or a path, ...)."""
     k = optional_count(num_speculative_tokens, "num_speculative_tokens")
     loaded = load_checkpoint(source, revision=revision, token=token, timeout=timeout)
     target_spec = target_argument(target, revision=target_revision, token=token, timeout=timeout)

@@ -12,9 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from dflash_tools.draft.geometry import num_query_tokens
 from dflash_tools.draft.target import TargetDescription
-from dflash_tools.engine_rules import EngineRules, Layout, json_key
+from dflash_tools.engine_rules import EngineRules, json_key
 from dflash_tools.errors import EXIT_FINDINGS, EXIT_OK
 from dflash_tools.findings import Finding, Severity, make_finding, sort_findings
 from dflash_tools.inspect import InspectReport
@@ -136,10 +135,7 @@ class EnginePlan:
 
     @property
     def num_query_tokens(self) -> int | None:
-        view = self.view
-        if view.draft_tokens is None or view.layout is None:
-            return None
-        return num_query_tokens(view.draft_tokens, view.layout is Layout.ANCHOR_FIRST)
+        return self.view.num_query_tokens
 
     def note(self, code: str, message: str, hint: str = "", **values: Any) -> None:
         self.findings.append(

@@ -56,7 +56,7 @@ from dflash_tools.reading.checkpoint import LoadedCheckpoint
 from dflash_tools.reading.source import load_checkpoint
 from dflash_tools.serving.engine_model import DraftFacts
 from dflash_tools.serving.engine_view import engine_view
-from dflash_tools.serving.launch import LaunchSettings
+from dflash_tools.serving.launch import LaunchSettings, served_model_name
 
 
 def plan_launch(request: PlanRequest, *, token: str | None = None, timeout: float | None = None) -> LaunchPlan:
@@ -74,9 +74,9 @@ def plan_launch(request: PlanRequest, *, token: str | None = None, timeout: floa
 def served_name(loaded: LoadedCheckpoint) -> str:
     """What a launch line names: the repo id of a Hub checkpoint, else its folder (resolved)."""
     if loaded.kind == "hub":
-        return loaded.source.removeprefix("hf://")
+        return served_model_name(loaded.source, None)
     if loaded.local_dir is not None:
-        return str(loaded.local_dir.resolve())
+        return served_model_name(loaded.source, loaded.local_dir)
     return loaded.location
 
 

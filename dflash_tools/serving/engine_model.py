@@ -8,11 +8,12 @@ it (`engine_view.engine_view` fills it in; `engine_checks` reads it).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any
 
 from dflash_tools import dialects
-from dflash_tools.draft.description import DraftDescription
-from dflash_tools.draft.geometry import Geometry, decide_layout
+from dflash_tools.draft.description import Dialect, DraftDescription
+from dflash_tools.draft.geometry import Geometry, decide_layout, num_query_tokens
 from dflash_tools.draft.target import TargetDescription
 from dflash_tools.engine_rules import EngineRules, Layout, Outcome
 from dflash_tools.engine_rules.config_loading import Resolution
@@ -28,6 +29,15 @@ def layout_for(sample_from_anchor: bool) -> Layout:
 # --------------------------------------------------------------------------------------------
 # What the view needs to know about the draft
 # --------------------------------------------------------------------------------------------
+
+
+class _Undetected(Enum):
+    """`DraftFacts.of`'s default `dialect`: not detected by the caller (None: detected, no match)."""
+
+    TOKEN = 0
+
+
+UNDETECTED = _Undetected.TOKEN
 
 
 @dataclass(frozen=True)
@@ -85,6 +95,7 @@ class DraftFacts:
             draft_revision=loaded.revision if loaded.kind == "hub" else None,
             target_spec=report.target,
             target=target,
+            dialect=report.dialect,
         )
 
     @classmethod
@@ -99,9 +110,14 @@ class DraftFacts:
         draft_revision: str | None = None,
         target_spec: TargetDescription | None = None,
         target: str | None = None,
+        dialect: Dialect | None | _Undetected = UNDETECTED,
     ) -> DraftFacts:
-        """The facts of a config and what inspect made of it (`desc`, `geometry`: None when unknown)."""
-        dialect = desc.dialect if desc is not None else dialects.detect(config)
+        """The facts of a config and what inspect made of it (`desc`, `geometry`: None when
+        unknown; `dialect`: the config's as inspect detected it, else detected here)."""
+        if desc is not None:
+            dialect = desc.dialect
+        elif dialect is UNDETECTED:
+            dialect = dialects.detect(config)
         # Without a description (a config too broken to read) the dialect still says what its drafts are.
         algorithm = desc.algorithm if desc is not None else (dialect.algorithm if dialect else None)
         sfa: bool | None = None
@@ -118,7 +134,14 @@ class DraftFacts:
         assert isinstance(nested, dict)
         domino = nested.get("projector_type", config.get("projector_type")) == "domino"
         verifier = desc.verifier_name if desc is not None else None
-        requested = geometry.num_speculative_tokens if geometry and geometry.speculative_tokens_requested else None
+        # K asked for: a -k equal to K_max, the default, is not a request (it changes no column).
+        requested = (
+            geometry.num_speculative_tokens
+            if geometry
+            and geometry.speculative_tokens_requested
+            and geometry.num_speculative_tokens != geometry.max_speculative_tokens
+            else None
+        )
         return cls(
             source=source,
             config=config,
@@ -201,7 +224,14 @@ class EngineView:
 
     @property
     def serves_as_trained(self) -> bool:
-        return self.outcome in (Outcome.SERVED, Outcome.SERVED_WITH_PLUGIN)
+        return self.outcome in AS_TRAINED
+
+    @property
+    def num_query_tokens(self) -> int | None:
+        """The query positions the K it drafts takes in the layout it serves (K + 1 bonus, K anchor-first)."""
+        if self.draft_tokens is None or self.layout is None:
+            return None
+        return num_query_tokens(self.draft_tokens, self.layout is Layout.ANCHOR_FIRST)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -217,7 +247,8 @@ class EngineView:
             "layout_source": self.layout_source,
             "block_size": self.block_size,
             "block_size_source": self.block_size_source,
-            "draft_tokens": self.draft_tokens,
+            "num_speculative_tokens": self.draft_tokens,
+            "num_query_tokens": self.num_query_tokens,
             "target_layer_ids": self.target_layer_ids,
             "target_layer_ids_source": self.target_layer_ids_source,
             "num_target_layers": self.num_target_layers,
@@ -283,6 +314,9 @@ class EngineView:
             )
         )
 
+
+# The outcomes that serve the draft as it was trained.
+AS_TRAINED = frozenset({Outcome.SERVED, Outcome.SERVED_WITH_PLUGIN})
 
 # How bad an outcome is: a view keeps the worst it found.
 RANK = {

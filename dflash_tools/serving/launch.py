@@ -131,6 +131,14 @@ def _target(target: str | None) -> tuple[str, tuple[str, ...]]:
     return (launch_path(target), ()) if target else (TARGET_PLACEHOLDER, (TARGET_PLACEHOLDER,))
 
 
+def served_model_name(source: str, folder: Path | None) -> str:
+    """What a launch line names for a model read from `source`: the folder it was read from,
+    resolved, when it is on this machine (`example:NAME`, a relative path or a config.json file
+    do not run as typed), else its Hub repo id. `plan` and `inspect --target` both name the
+    target this way."""
+    return str(folder.resolve()) if folder is not None else source.removeprefix("hf://")
+
+
 def launch_path(name: str) -> str:
     """What a launch line names: a local folder or file as an absolute path, anything else (a Hub
     repo id) as given. A relative `./a/b` printed as `a/b`, or a folder `kmis`, reads as a Hub repo

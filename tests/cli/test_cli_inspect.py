@@ -36,7 +36,7 @@ def test_json_document_shape() -> None:
     code, out, _ = invoke("inspect", "example:zlab-dflash2-anchor-first", "--format", "json", "-k", "7")
     assert code == 0
     doc = json.loads(out)
-    assert doc["schema_version"] == 1
+    assert doc["schema_version"] == 2 and doc["command"] == "inspect" and doc["exit_code"] == 0
     assert (doc["dialect"], doc["algorithm"]) == ("zlab-dflash2", "dflash2")
     geometry = doc["geometry"]
     assert {
@@ -163,7 +163,14 @@ def test_several_sources_table_and_array(make_checkpoint: CheckpointFactory) -> 
     assert code == 2
     docs = json.loads(out)
     assert [d["ok"] for d in docs] == [True, True, False, False]
-    assert all(d["schema_version"] == 1 for d in docs)
+    # The reports' version, then the error document's (docs/json.md); every one names its command.
+    assert [d["schema_version"] for d in docs] == [2, 2, 2, 1]
+    assert [(d["command"], d["exit_code"]) for d in docs] == [
+        ("inspect", 0),
+        ("inspect", 0),
+        ("inspect", 1),
+        ("inspect", 2),
+    ]
     assert "error" in docs[3]
 
 

@@ -147,7 +147,10 @@ def test_success_and_findings_paths_print_one_document(args: list[str], exit_cod
     assert code == exit_code, stdout
     document = one_document(stdout)
     documents = document if isinstance(document, list) else [document]
-    assert all(d["schema_version"] == 1 for d in documents)
+    assert all(isinstance(d["schema_version"], int) and d["command"] == args[0] for d in documents)
+    if args[0] == "inspect":  # each source's `ok` and `exit_code` agree, and the worst is the exit code
+        assert all(d["ok"] is (d["exit_code"] == 0) for d in documents)
+        assert max(d["exit_code"] for d in documents) == code
     if code == 2 and args[0] == "inspect":  # several sources, one unreadable: an error document in its place
         assert any(d.get("ok") is False and "error" in d for d in documents)
     if args[0] == "smoke-test":

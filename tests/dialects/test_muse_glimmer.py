@@ -42,7 +42,7 @@ def test_every_engine_release_serves_it_as_trained() -> None:
     views = engines(PUBLISHED)
     assert set(views) == set(ENGINE_RULES)
     for spec, view in views.items():
-        assert (view["outcome"], view["layout"], view["draft_tokens"]) == ("served", "bonus", 15), spec
+        assert (view["outcome"], view["layout"], view["num_speculative_tokens"]) == ("served", "bonus", 15), spec
         assert view["target_layer_ids"] == [1, 13, 25, 37, 49] and view["mask_token_id"] == 201818, spec
 
 

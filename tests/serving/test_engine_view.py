@@ -99,7 +99,7 @@ def test_bonus_dflash_reads_in_each_engine() -> None:
     engines, _ = views("example:zlab-dflash", target="Qwen/Qwen3-8B")
     sglang = engines[SGLANG]
     assert sglang["block_size"] == 8 and sglang["block_size_source"] == "dflash_config"
-    assert sglang["draft_tokens"] == 7 and sglang["layout"] == "bonus"
+    assert sglang["num_speculative_tokens"] == 7 and sglang["layout"] == "bonus"
     assert sglang["target_layer_ids"] == [1, 3] and sglang["target_layer_ids_source"] == "config"
     assert sglang["num_target_layers"] == 5 and sglang["mask_token_id"] == 500
     assert sglang["launch"] == [
@@ -110,7 +110,7 @@ def test_bonus_dflash_reads_in_each_engine() -> None:
     ]  # fmt: skip
     for spec in (VLLM33, VLLM34):
         vllm = engines[spec]
-        assert vllm["block_size_source"] == "launch" and vllm["draft_tokens"] == 7
+        assert vllm["block_size_source"] == "launch" and vllm["num_speculative_tokens"] == 7
         assert vllm["launch"][:3] == ["vllm", "serve", "Qwen/Qwen3-8B"] and vllm["launch"][3] == "--speculative-config"
         config = json.loads(vllm["launch"][4])
         assert config == {
@@ -170,7 +170,7 @@ def test_the_sglang_layout_comes_from_its_table() -> None:
 def test_missing_block_size_falls_back_to_16(tmp_path: Path) -> None:
     engines, findings = views(edge(tmp_path, "no-block-size"))
     sglang = engines[SGLANG]
-    assert (sglang["block_size"], sglang["block_size_source"], sglang["draft_tokens"]) == (16, "default", 15)
+    assert (sglang["block_size"], sglang["block_size_source"], sglang["num_speculative_tokens"]) == (16, "default", 15)
     (warning,) = [f for f in findings if f.code == "DFT072"]
     assert warning.severity.value == "warning" and "K = 15" in warning.message
     assert sglang["matches_training"] is False  # the trained block size is unknown (DFT010)
@@ -242,7 +242,7 @@ def test_deepspec_layout(tmp_path: Path) -> None:
     for spec in (VLLM33, VLLM34):
         assert engines[spec]["outcome"] == "served" and engines[spec]["layout"] == "anchor-first"
         assert json.loads(engines[spec]["launch"][4])["method"] == "dspark"
-        assert engines[spec]["draft_tokens"] == 7 and engines[spec]["matches_training"] is True
+        assert engines[spec]["num_speculative_tokens"] == 7 and engines[spec]["matches_training"] is True
 
 
 def test_shift_label(tmp_path: Path) -> None:
@@ -254,7 +254,7 @@ def test_shift_label(tmp_path: Path) -> None:
     domino, _ = views(edge(tmp_path, "domino-anchor-first"))
     assert domino[SGLANG]["outcome"] == "served" and domino[SGLANG]["layout"] == "anchor-first"
     # Domino drafts B - 1 tokens from positions 0..B-2: the verify window stays the block size.
-    assert domino[SGLANG]["draft_tokens"] == 7 and domino[SGLANG]["launch"][-1] == "8"
+    assert domino[SGLANG]["num_speculative_tokens"] == 7 and domino[SGLANG]["launch"][-1] == "8"
     assert domino[VLLM34]["outcome"] == "refused"  # no Domino projector in vLLM
     bonus, _ = views(edge(tmp_path, "domino-bonus"))
     assert bonus[SGLANG]["outcome"] == "served" and bonus[SGLANG]["layout"] == "bonus"
@@ -368,7 +368,7 @@ def test_json_engines_object() -> None:
     assert list(engines) == [KEY[spec] for spec in ALL]  # engines.sglang while it has one table
     fields = {
         "engine", "version", "reads_format", "refusal", "layout", "block_size", "block_size_source",
-        "draft_tokens", "target_layer_ids", "target_layer_ids_source", "num_target_layers", "mask_token_id",
+        "num_speculative_tokens", "num_query_tokens", "target_layer_ids", "target_layer_ids_source", "num_target_layers", "mask_token_id",
         "matches_training", "launch",
     }  # fmt: skip
     for key, view in engines.items():
@@ -411,7 +411,7 @@ def test_an_error_finding_comments_out_the_launch_lines_it_blocks(tmp_path: Path
     lines = result.stdout.splitlines()
     heading = next(i for i, line in enumerate(lines) if line.startswith("launch"))
     assert lines[heading] == "launch (not to run until DFT032 above is fixed; lines kept as comments):"
-    launches = [line for line in lines[heading + 1 :] if "serve" in line or "launch_server" in line]
+    launches = [line for line in lines[heading + 1 :] if "vllm serve" in line or "launch_server" in line]
     assert len(launches) == len(ALL) and all(line.startswith("# ") for line in launches)
 
 
