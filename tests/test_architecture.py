@@ -61,7 +61,7 @@ ALLOWED: dict[str, set[str]] = {
         "files",
         "smoke_contract",
     },
-    "__init__": {"inspect", "convert", "plan", "smoke"},
+    "__init__": {"inspect", "convert", "plan", "serving", "smoke"},
     "__main__": {"cli"},
 }
 

@@ -222,7 +222,7 @@ def disagreements(view: EngineView, reading: EngineReading) -> list[Disagreement
     compare("method", view.path, reading.method, "engine_config", "parse")
     layout = view.layout.value if view.layout is not None else None
     compare("layout", layout, reading.layout.value if reading.layout else None, "speculator", "parse")
-    compare("draft_tokens", view.draft_tokens, reading.num_speculative_tokens, "engine_config", "parse")
+    compare("num_speculative_tokens", view.draft_tokens, reading.num_speculative_tokens, "engine_config", "parse")
     if view.layout is reading.layout:  # else the layout says it already
         compare("query_positions", table_query_positions(view), reading.query_positions, "speculator")
     compare("block_size", view.block_size, reading.block_size, "parse")

@@ -68,10 +68,10 @@ def test_both_vllm_releases_serve_it_with_7_drafts_and_8_query_positions() -> No
     report = inspect_for_engines(load_checkpoint(str(GLM52.folder)), list(VLLM))
     for spec in VLLM:
         column = report.extra["engines"][spec]
-        assert (column["outcome"], column["layout"], column["draft_tokens"]) == ("served", "bonus", 7), spec
+        assert (column["outcome"], column["layout"], column["num_speculative_tokens"]) == ("served", "bonus", 7), spec
         assert column["matches_training"] is True
         # Query positions as the column computes them: the layout it serves, for its drafts.
-        assert num_query_tokens(column["draft_tokens"], column["layout"] == Layout.ANCHOR_FIRST.value) == 8
+        assert num_query_tokens(column["num_speculative_tokens"], column["layout"] == Layout.ANCHOR_FIRST.value) == 8
         assert '"num_speculative_tokens": 7' in column["launch_command"]
     assert report.ok, [f.message for f in report.findings]
     assert not [f for f in report.findings if f.code in ("DFT012", "DFT071")]

@@ -61,7 +61,7 @@ def test_the_captured_readings_agree_with_the_table(name: str, installed: VllmCa
     assert view["read_from"] == "the installed vLLM 0.34.0" and view["table"] == SPEC and view["has_table"]
     assert view["disagreements"] == [] and "DFT089" not in {f.code for f in report.findings}
     table_only, _ = inspect(name, installed, "not asked", specs=[SPEC])
-    for key in ("outcome", "layout", "draft_tokens", "block_size", "target_layer_ids", "mask_token_id", "launch"):
+    for key in ("outcome", "layout", "num_speculative_tokens", "block_size", "target_layer_ids", "mask_token_id", "launch"):
         assert view[key] == table_only[SPEC][key], key
 
 
@@ -93,7 +93,7 @@ def test_a_wrong_layout_default_is_a_disagreement_and_vllm_wins(
     (finding,) = [f for f in report.findings if f.code == "DFT089"]
     assert "layout: the table says anchor-first, the engine bonus" in finding.message
     assert finding.values["disagreements"][0]["evidence"].startswith("vLLM 0.34.0: speculator (vllm/v1/worker/gpu/")
-    for key in ("outcome", "layout", "draft_tokens", "block_size", "launch", "matches_training"):
+    for key in ("outcome", "layout", "num_speculative_tokens", "block_size", "launch", "matches_training"):
         assert view[key] == right[SPEC][key], key
 
 
@@ -143,7 +143,7 @@ def test_a_release_without_a_table_gets_a_column_read_from_it(tmp_path: Path) ->
     assert list(engines) == ["vllm==0.35.0"]
     view = engines["vllm==0.35.0"]
     assert (view["version"], view["has_table"], view["table"]) == ("0.35.0", False, SPEC)
-    assert (view["outcome"], view["layout"], view["draft_tokens"], view["block_size"]) == ("served", "bonus", 7, 8)
+    assert (view["outcome"], view["layout"], view["num_speculative_tokens"], view["block_size"]) == ("served", "bonus", 7, 8)
     assert "DFT089" not in {f.code for f in report.findings}  # no table of its own to be wrong
     assert all(f.message.startswith("vllm==0.35.0: ") for f in report.findings if f.values.get("engine"))
 
@@ -229,7 +229,7 @@ def test_a_local_folder_is_given_as_it_is(tmp_path: Path) -> None:
     loaded = load_checkpoint("example:zlab-dflash")
     report = inspect_for_engines(loaded, [SPEC])
     view_doc = report.extra["engines"][SPEC]
-    assert view_doc["draft_tokens"] == 7
+    assert view_doc["num_speculative_tokens"] == 7
     requests: list[DraftRequest] = []
 
     def record(view: Any, facts: Any) -> str:
@@ -292,7 +292,7 @@ def test_route_a_table_without_the_loader(installed: VllmCapability, monkeypatch
     engines, report = inspect("example:zlab-dflash2", installed, captured("example:zlab-dflash2"))
     view = engines[SPEC]
     assert view["disagreements"][0]["field"] == "outcome" and view["disagreements"][0]["table"] == "unsupported"
-    for key in ("outcome", "layout", "draft_tokens", "block_size", "launch"):
+    for key in ("outcome", "layout", "num_speculative_tokens", "block_size", "launch"):
         assert view[key] == right[SPEC][key], key
 
 

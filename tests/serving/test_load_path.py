@@ -222,7 +222,7 @@ def test_inspect_shows_wont_load_and_where_it_stopped_within_80_columns(tmp_path
     assert result.exit_code == 1, result.output
     lines = engine_table(result.output)
     assert max(len(line) for line in lines) <= 80
-    serves = next(line for line in lines if line.startswith("serves"))
+    serves = next(line for line in lines if line.startswith("outcome"))
     assert serves.split()[1:] == ["wont-load"] * 3
     stops = next(line for line in lines if line.startswith("stops at"))
     assert stops.split()[2:] == ["config"] * 3
