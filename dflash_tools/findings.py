@@ -73,7 +73,9 @@ _CATALOGUE: tuple[CodeInfo, ...] = (
     ),
     CodeInfo("DFT040", Severity.WARNING, "speculators draft whose full-attention layers vLLM will run causally"),
     CodeInfo("DFT041", Severity.WARNING, "layout or algorithm the selected vLLM runner cannot serve as declared"),
-    CodeInfo("DFT055", Severity.INFO, "sliding layers see other context keys served (vLLM) than trained (speculators)"),
+    CodeInfo(
+        "DFT055", Severity.INFO, "sliding layers see other context keys served by vLLM than speculators' trainer shows"
+    ),
     CodeInfo("DFT050", Severity.INFO, "departs from the published profile of a known checkpoint"),
     CodeInfo(
         "DFT054", Severity.WARNING, "named like a published draft, but its config.json is none of the known revisions"
@@ -172,7 +174,7 @@ DFT051 | `inspect --engine vllm`: vLLM's V1 runner would serve an anchor-first D
 DFT052 | `inspect --engine vllm` given but vLLM is not installed: serving not checked | install vLLM in this environment, or name the release to check: --engine vllm==VERSION
 DFT053 | `inspect --engine vllm`: the installed vLLM serves this anchor-first draft, natively or through the plugin (on the releases it patches), and with how many query positions | nothing to fix: keep the plugin installed with this vLLM
 DFT054 | named like a published draft (its Hub repo id, a Hub cache snapshot of it, or a folder of the repo's name) but its config.json is none of the published revisions dflash-tools knows (`configs/profiles/`, `releases`): the message names the nearest revision and the keys that differ from it; a checkpoint that only has a published draft's dimensions gets the same comparison in its JSON `profile`, without this finding | check which revision you serve (--revision pins one); a re-export or an edited copy is expected to differ
-DFT055 | sliding layers see other context keys when vLLM serves them than speculators trained them on ([sliding-window.md](sliding-window.md)) | expect lower acceptance on long contexts than in training; docs/sliding-window.md gives the rule
+DFT055 | sliding layers of a speculators-format draft: vLLM measures each draft row's window from the row, speculators' trainer from the anchor, so a draft trained there sees fewer context keys per row when served ([sliding-window.md](sliding-window.md)); not raised for a draft `convert --to` translated from another format (its `dflash_tools_restore` record), which was trained elsewhere | expect lower acceptance on long contexts than in training; docs/sliding-window.md gives the rule
 DFT058 | config value an engine reads is far outside what real checkpoints use ([config-keys.md](config-keys.md)) | check the value against the published config: the engine uses it as written
 DFT059 | duplicated JSON key with different values (readers disagree on which wins) | keep one copy of the key: JSON readers disagree on which copy wins
 DFT060 | duplicated JSON key repeating the same value | remove the repeated key
