@@ -85,6 +85,9 @@ def run(args: ConvertArgs) -> None:
             code = EXIT_FINDINGS
         if fmt is OutputFormat.JSON:
             document = result.to_dict()
+            # `ok` is what the exit says, in every mode: a --check that finds changes is not ok
+            # to a script, whatever the conversion itself (`result.ok`, `verification.ok`) says.
+            document["ok"] = code == EXIT_OK
             document["exit_code"] = code
             if args.check:
                 document["mode"] = "check"
