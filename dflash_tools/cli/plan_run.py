@@ -122,8 +122,8 @@ def render(plans: list[dict[str, Any]], *, quiet: bool = False, no_color: bool =
     _print_verdict(console, verdict)
     hint = narrowing_hint(_engine_results(plans))
     if hint and not any(_plan_errors(plan) for plan in plans):
-        head, _, option = hint.rpartition(": ")  # the option and its value stay on one line
-        for line in wrap_words(f"{head}: {unbroken(option)}", console_width(console), "  ", first_indent="  "):
+        lead, _, option = hint.rpartition(": ")  # the option and its value stay on one line
+        for line in wrap_words(f"{lead}: {unbroken(option)}", console_width(console), "  ", first_indent="  "):
             print_line(console, line)
     for index, plan in enumerate(plans):
         if len(plans) > 1:
