@@ -78,6 +78,9 @@ _CATALOGUE: tuple[CodeInfo, ...] = (
     ),
     CodeInfo("DFT050", Severity.INFO, "departs from the published profile of a known checkpoint"),
     CodeInfo(
+        "DFT056", Severity.INFO, "the Hub could not answer: config.json was read from the bundled published profile"
+    ),
+    CodeInfo(
         "DFT054", Severity.WARNING, "named like a published draft, but its config.json is none of the known revisions"
     ),
     CodeInfo(
@@ -175,6 +178,7 @@ DFT052 | `inspect --engine vllm` given but vLLM is not installed: serving not ch
 DFT053 | `inspect --engine vllm`: the installed vLLM serves this anchor-first draft, natively or through the plugin (on the releases it patches), and with how many query positions | nothing to fix: keep the plugin installed with this vLLM
 DFT054 | named like a published draft (its Hub repo id, a Hub cache snapshot of it, or a folder of the repo's name) but its config.json is none of the published revisions dflash-tools knows (`configs/profiles/`, `releases`): the message names the nearest revision and the keys that differ from it; a checkpoint that only has a published draft's dimensions gets the same comparison in its JSON `profile`, without this finding | check which revision you serve (--revision pins one); a re-export or an edited copy is expected to differ
 DFT055 | sliding layers of a speculators-format draft: vLLM measures each draft row's window from the row, speculators' trainer from the anchor, so a draft trained there sees fewer context keys per row when served ([sliding-window.md](sliding-window.md)); not raised for a draft `convert --to` translated from another format (its `dflash_tools_restore` record), which was trained elsewhere | expect lower acceptance on long contexts than in training; docs/sliding-window.md gives the rule
+DFT056 | a Hub repo id read offline (`HF_HUB_OFFLINE`) or with the Hub unreachable, not in the local Hugging Face cache, whose published config.json a bundled profile stores (`configs/profiles/releases/`): it was answered from that file, and the message names its revision and sha256; weights not inspected ([inspect.md](inspect.md#offline-the-bundled-published-configs)) | rerun online, or with the repo in the Hugging Face cache, to read its current revision and its safetensors headers
 DFT058 | config value an engine reads is far outside what real checkpoints use ([config-keys.md](config-keys.md)) | check the value against the published config: the engine uses it as written
 DFT059 | duplicated JSON key with different values (readers disagree on which wins) | keep one copy of the key: JSON readers disagree on which copy wins
 DFT060 | duplicated JSON key repeating the same value | remove the repeated key

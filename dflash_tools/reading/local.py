@@ -26,6 +26,13 @@ from dflash_tools.reading.checkpoint import (
 from dflash_tools.reading.safetensors_header import read_local_header
 
 
+def configs_dir() -> Path:
+    """configs/ in a checkout, or its copy inside the installed wheel (`dflash_tools/_configs`)."""
+    package = Path(__file__).parent.parent
+    packaged = package / "_configs"
+    return packaged if packaged.is_dir() else package.parent / "configs"
+
+
 def examples_dir() -> Path:
     return Path(__file__).parent.parent / "examples"
 
