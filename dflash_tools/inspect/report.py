@@ -145,15 +145,16 @@ def _model_dict(desc: DraftDescription) -> dict[str, Any]:
     return model
 
 
-def describe(config: dict[str, Any]) -> tuple[DraftDescription | None, list[Finding]]:
-    """Read a config dict into a description; failures become DFT002 / DFT006 findings."""
+def describe(config: dict[str, Any], file: str = "config.json") -> tuple[DraftDescription | None, list[Finding]]:
+    """Read a config dict into a description; failures become DFT002 / DFT006 findings. `file`: the
+    name the config was read from (a JSON file given alone is not called config.json)."""
     try:
         desc = dialects.read(config)
     except dialects.UnknownDialect:
         return None, [
             make_finding(
                 "DFT002",
-                "config.json matches no known draft dialect; looked for: " + "; ".join(dialects.markers()),
+                f"{file} matches no known draft dialect; looked for: " + "; ".join(dialects.markers()),
                 "is this a draft checkpoint? DFlash, DFlash2 and DSpark drafts in z-lab, speculators, "
                 "Open Spec or native DSpark form are supported",
                 keys=("architectures", "speculators_model_type", "open_spec_config_version"),
@@ -174,7 +175,8 @@ def inspect_loaded(
     desc: DraftDescription | None = None
     geometry: Geometry | None = None
     if loaded.config is not None:
-        desc, read_findings = describe(loaded.config)
+        given_alone = loaded.kind == "local" and loaded.location.endswith(".json")
+        desc, read_findings = describe(loaded.config, Path(loaded.location).name if given_alone else "config.json")
         detected = dialects.detect(loaded.config)
         if detected is not None:
             # The table of engine-read keys owns type/range findings; a reader's own DFT006 for
