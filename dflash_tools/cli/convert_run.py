@@ -107,6 +107,15 @@ def run(args: ConvertArgs) -> None:
         raise typer.Exit(code)
 
 
+def _legend(console: Any, words: list[str | None]) -> None:
+    """What the outcome and layout words above mean (`serving.verdict.legend`, as plan shows them)."""
+    from dflash_tools.serving.verdict import legend
+
+    for definition in legend(words):
+        for line in wrap_words(definition, console_width(console), "      ", first_indent="    "):
+            print_line(console, line, style="dim")
+
+
 def _check_usage(
     output: str | None,
     in_place: bool,
@@ -213,6 +222,7 @@ def render(
                     console,
                     f"{spec}: {verdict['outcome']}{plugin}, {verdict['layout']} layout, K = {verdict['draft_tokens']}",
                 )
+            _legend(console, [word for v in plan.engines.values() for word in (v["outcome"], v["layout"])])
         if plan.tensor_changes:
             print_line(console, "tensors", style="bold")
             _tensor_changes(console, plan.tensor_changes)

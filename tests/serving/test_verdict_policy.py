@@ -69,3 +69,15 @@ def test_the_policy_itself() -> None:
         f"misaligned: {OUTCOME_WORDS['misaligned']}",
         f"bonus: {LAYOUT_WORDS['bonus']}",
     ]
+
+
+def test_convert_for_an_engine_defines_its_words_too() -> None:
+    result = runner.invoke(
+        app,
+        ["convert", "example:zlab-dflash2-anchor-first", "--dry-run", "--for", "vllm==0.34.0"],
+        env={"COLUMNS": "100"},
+    )
+    assert result.exit_code == 0, result.output
+    flat = " ".join(result.stdout.split())
+    assert f"served-with-plugin: {OUTCOME_WORDS['served-with-plugin']}" in flat
+    assert f"anchor-first: {LAYOUT_WORDS['anchor-first']}" in flat
