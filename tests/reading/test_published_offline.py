@@ -117,3 +117,33 @@ def test_a_file_that_is_not_the_repos_root_config_is_not_answered(offline: None)
     itself has no such root config, so nothing is made up for it."""
     with pytest.raises(SourceError):
         inspect_checkpoint("XiaomiMiMo/MiMo-V2.5-Pro-FP4-DFlash")
+
+
+def test_a_preset_plans_offline_once_its_target_config_is_cached(
+    offline: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """`plan` and `smoke-test --dry-run` of the Qwen3.8 preset offline: without the target's
+    config.json the error says only the drafts are bundled; with it cached (the stand-in of
+    `testing.targets`), the z-lab draft is answered from its profile, and DaoCloud's, which has
+    no bundled config, says what its profile records."""
+    from dflash_tools.testing.targets import write_hub_cache
+
+    plan = runner.invoke(app, ["plan", "--preset", "qwen3.8-27b-dflash2", "--json"])
+    assert plan.exit_code == 2
+    assert (
+        "bundles the published configs of its drafts (z-lab/Qwen3.8-27B-DFlash2), not the target's"
+        in (json.loads(plan.stdout)["error"]["message"])
+    )
+    cache = write_hub_cache(tmp_path / "hub", ["Qwen/Qwen3.8-27B"])
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
+    planned = runner.invoke(
+        app, ["plan", "-t", "Qwen/Qwen3.8-27B", "-d", "z-lab/Qwen3.8-27B-DFlash2", "--gpu-memory", "80", "--json"]
+    )
+    document = json.loads(planned.stdout)
+    assert planned.exit_code == 0, planned.stdout
+    assert "DFT056" in [f["code"] for f in document["plans"][0]["findings"]]
+    dry = runner.invoke(app, ["smoke-test", "--preset", "qwen3.8-27b-dflash2", "--dry-run", "--json"])
+    drafts = {d["draft"]: d for d in json.loads(dry.stdout)["drafts"]}
+    assert drafts["z-lab/Qwen3.8-27B-DFlash2"]["verdict"]["status"] == "planned"
+    assert "bundles no published config.json" in drafts["DaoCloud/Qwen3.8-27B-DFlash2-Exp"]["verdict"]["reasons"][0]

@@ -115,3 +115,9 @@ def profile_without_config(repo_id: str) -> str | None:
             parts.append(f"for {profile['target']}")
         return ", ".join(str(part) for part in parts)
     return None
+
+
+def drafts_of_target(repo_id: str) -> list[str]:
+    """The bundled profiles' drafts whose target is `repo_id` (their configs are bundled, its is not)."""
+    wanted = repo_id.lower()
+    return [p["name"] for p in _profiles() if str(p.get("target", "")).lower() == wanted and p.get("releases")]

@@ -44,7 +44,12 @@ from dflash_tools.reading.hub.files import (
 )
 from dflash_tools.reading.hub.headers import MAX_REMOTE_HEADER_TOTAL, MAX_REMOTE_SHARDS, add_fetched, fetch_headers
 from dflash_tools.reading.hub.http import Deadline, HubMalformed, request
-from dflash_tools.reading.hub.published import PublishedConfig, profile_without_config, published_config
+from dflash_tools.reading.hub.published import (
+    PublishedConfig,
+    drafts_of_target,
+    profile_without_config,
+    published_config,
+)
 from dflash_tools.reading.hub.session import HubRepo, effective_timeout
 
 
@@ -91,13 +96,15 @@ def _cache_or_published(
             return _from_published(hub, published, unreachable)
         error = failure or missing
         known = profile_without_config(hub.repo_id)
-        if known is None:
+        if known is not None:
+            note = (
+                f"; dflash-tools bundles no published config.json of it, only its profile (configs/profiles): {known}"
+            )
+        else:
+            note = _only_drafts_bundled(hub)  # a preset's target: its drafts are bundled, it is not
+        if not note:
             raise error from None
-        message = (
-            f"{error.message}; dflash-tools bundles no published config.json of it, only its profile "
-            f"(configs/profiles): {known}"
-        )
-        raise HubSourceError(message, error.hint, absence=getattr(error, "absence", "")) from None
+        raise HubSourceError(error.message + note, error.hint, absence=getattr(error, "absence", "")) from None
 
 
 def _from_published(hub: HubRepo, published: PublishedConfig, unreachable: BaseException | None) -> LoadedCheckpoint:
@@ -149,20 +156,21 @@ def load_hub_config(
     hub = HubRepo(repo_id, revision, token, effective_timeout(timeout))
     config: SmallFile | None
     if is_offline():
-        config = cached_config(hub, "HF_HUB_OFFLINE is set")
+        config = _cached_target_config(hub, "HF_HUB_OFFLINE is set")
     else:
         # The commit first (one request): the config is then read from that commit.
         try:
             info = fetch_repo_info(hub)
         except OfflineModeIsEnabled:
-            config = cached_config(hub, "HF_HUB_OFFLINE is set")
+            config = _cached_target_config(hub, "HF_HUB_OFFLINE is set")
         except HUB_ERRORS as exc:
             if not is_unreachable(exc):
                 raise to_source_error(exc, hub, REPO_INFO) from exc
             try:
                 config = cached_config(hub, "the Hub is unreachable")
             except SourceError:
-                raise to_source_error(exc, hub, REPO_INFO) from exc
+                error = to_source_error(exc, hub, REPO_INFO)
+                raise SourceError(error.message + _only_drafts_bundled(hub), error.hint) from exc
         else:
             config = None
             if info.files is None or CONFIG_NAME in info.files:
@@ -185,6 +193,22 @@ def load_hub_config(
         message = findings[0].message if findings else f"{name} cannot be parsed"
         raise SourceError(one_line(message), "check the repo on the Hub")
     return parsed, hub.label
+
+
+def _cached_target_config(hub: HubRepo, why: str) -> SmallFile | None:
+    """A target's cached config.json; not cached, the error says that the bundled profiles hold
+    the configs of its published drafts, not the target's (a preset names both)."""
+    try:
+        return cached_config(hub, why)
+    except SourceError as missing:
+        raise SourceError(missing.message + _only_drafts_bundled(hub), missing.hint) from None
+
+
+def _only_drafts_bundled(hub: HubRepo) -> str:
+    drafts = drafts_of_target(hub.repo_id)
+    if not drafts:
+        return ""
+    return f"; dflash-tools bundles the published configs of its drafts ({', '.join(drafts)}), not the target's"
 
 
 def list_hub_models(
