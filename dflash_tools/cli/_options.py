@@ -34,12 +34,77 @@ class Panel:
     OUTPUT = "Output"
 
 
+# --- shell completion (`dflash-tools --install-completion`; docs/inspect.md, "Shell completion") ---
+# Called only by the shell's completion request: the imports stay inside, off the `--help` path.
+
+
+def complete_source(incomplete: str) -> list[str]:
+    """A SOURCE: the bundled `example:NAME`s, and local files and folders. bash splits a word at
+    `:` (its COMP_WORDBREAKS), so `example:eng` arrives as `example`, `:`, `eng` (typer passes no
+    earlier words: they are read from bash's COMP_WORDS); then only the word after the colon is
+    completed, which bash puts back in place."""
+    import os
+    from pathlib import Path
+
+    from dflash_tools.reading.local import examples_dir
+
+    def examples() -> list[str]:
+        root = examples_dir()
+        return sorted(
+            "example:" + config.parent.relative_to(root).as_posix()
+            for config in root.rglob("config.json")
+            if config.parent != root and not any(part.startswith((".", "_")) for part in config.relative_to(root).parts)
+        )
+
+    words = os.environ.get("COMP_WORDS", "").split()
+    args = words[: int(os.environ.get("COMP_CWORD", len(words)))]
+    if args[-2:] == ["example", ":"]:  # bash: the word after the colon
+        return [name.removeprefix("example:") for name in examples() if name.startswith("example:" + incomplete)]
+    if incomplete == ":" and args[-1:] == ["example"]:  # bash: the colon itself
+        return [name.removeprefix("example") for name in examples()]
+    if incomplete.startswith("example:") or (incomplete and "example:".startswith(incomplete)):
+        return [name for name in examples() if name.startswith(incomplete)]
+    folder, _, stem = incomplete.rpartition("/")
+    base = Path(folder or ".").expanduser()
+    try:
+        entries = sorted(base.iterdir())
+    except OSError:
+        return []
+    prefix = f"{folder}/" if folder else ""
+    return [
+        prefix + entry.name + ("/" if entry.is_dir() else "")
+        for entry in entries
+        if entry.name.startswith(stem) and (stem.startswith(".") or not entry.name.startswith("."))
+    ]
+
+
+def complete_engine(incomplete: str) -> list[str]:
+    """--engine: the release names the tables hold, `sglang`, `vllm` and `all`; after a comma, the next one."""
+    from dflash_tools.engine_rules import ENGINE_RULES
+
+    head, _, last = incomplete.rpartition(",")
+    names = [*ENGINE_RULES, *sorted({rules.engine for rules in ENGINE_RULES.values()}), "all"]
+    return [f"{head}," * bool(head) + name for name in dict.fromkeys(names) if name.startswith(last)]
+
+
+def complete_finding_code(incomplete: str) -> list[tuple[str, str]]:
+    """A finding code, with its title as the shell's description."""
+    from dflash_tools.findings import CATALOGUE
+
+    wanted = incomplete.upper()
+    return [(code, info.title) for code, info in CATALOGUE.items() if code.startswith(wanted)]
+
+
 # --- what to check: the target, the drafts, K, the engine releases ------------------------------
 
 TargetOption = Annotated[
     str | None,
     typer.Option(
-        "--target", "-t", help="Target model: a Hub repo id, a folder or example:NAME.", rich_help_panel=Panel.WHAT
+        "--target",
+        "-t",
+        help="Target model: a Hub repo id, a folder or example:NAME.",
+        rich_help_panel=Panel.WHAT,
+        autocompletion=complete_source,
     ),
 ]
 DraftsOption = Annotated[
@@ -50,6 +115,7 @@ DraftsOption = Annotated[
         help="Draft checkpoint: a Hub repo id, a folder or example:NAME (repeatable).",
         show_default=False,
         rich_help_panel=Panel.WHAT,
+        autocompletion=complete_source,
     ),
 ]
 PresetOption = Annotated[
@@ -87,6 +153,7 @@ EngineReleasesOption = Annotated[
         "separate names with commas (plan's default: all).",
         show_default=False,
         rich_help_panel=Panel.WHAT,
+        autocompletion=complete_engine,
     ),
 ]
 

@@ -59,10 +59,11 @@ def root(
 
 
 def register_commands() -> None:
-    from dflash_tools.cli import convert_cmd, examples_cmd, inspect_cmd, plan_cmd, smoke_test_cmd
+    from dflash_tools.cli import convert_cmd, examples_cmd, explain_cmd, inspect_cmd, plan_cmd, smoke_test_cmd
 
     inspect_cmd.register(app)
     convert_cmd.register(app)
     plan_cmd.register(app)
     smoke_test_cmd.register(app)
     examples_cmd.register(app)
+    explain_cmd.register(app)

@@ -18,6 +18,7 @@ from dflash_tools.cli._options import (
     TokenOption,
     args_dataclass,
     command_for,
+    complete_source,
 )
 
 HELP = """Normalize a draft checkpoint, or translate it between z-lab and speculators form.
@@ -59,7 +60,12 @@ class ConvertArgs:
     # Optional to typer only: a required argument renders as `{SOURCE}` in typer's usage line.
     source: Annotated[
         str | None,
-        typer.Argument(metavar="SOURCE", help="Checkpoint folder, Hub repo id or example:NAME.", show_default=False),
+        typer.Argument(
+            metavar="SOURCE",
+            help="Checkpoint folder, Hub repo id or example:NAME.",
+            show_default=False,
+            autocompletion=complete_source,
+        ),
     ] = None
     output: Annotated[
         str | None,

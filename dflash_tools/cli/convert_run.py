@@ -85,6 +85,9 @@ def run(args: ConvertArgs) -> None:
             code = EXIT_FINDINGS
         if fmt is OutputFormat.JSON:
             document = result.to_dict()
+            # `ok` is what the exit says, in every mode: a --check that finds changes is not ok
+            # to a script, whatever the conversion itself (`result.ok`, `verification.ok`) says.
+            document["ok"] = code == EXIT_OK
             document["exit_code"] = code
             if args.check:
                 document["mode"] = "check"
@@ -102,6 +105,15 @@ def run(args: ConvertArgs) -> None:
                 allow_errors=args.allow_errors,
             )
         raise typer.Exit(code)
+
+
+def _legend(console: Any, words: list[str | None]) -> None:
+    """What the outcome and layout words above mean (`serving.verdict.legend`, as plan shows them)."""
+    from dflash_tools.serving.verdict import legend
+
+    for definition in legend(words):
+        for line in wrap_words(definition, console_width(console), "      ", first_indent="    "):
+            print_line(console, line, style="dim")
 
 
 def _check_usage(
@@ -210,6 +222,7 @@ def render(
                     console,
                     f"{spec}: {verdict['outcome']}{plugin}, {verdict['layout']} layout, K = {verdict['draft_tokens']}",
                 )
+            _legend(console, [word for v in plan.engines.values() for word in (v["outcome"], v["layout"])])
         if plan.tensor_changes:
             print_line(console, "tensors", style="bold")
             _tensor_changes(console, plan.tensor_changes)

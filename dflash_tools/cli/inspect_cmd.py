@@ -21,6 +21,7 @@ from dflash_tools.cli._options import (
     TokenOption,
     args_dataclass,
     command_for,
+    complete_source,
 )
 
 HELP = """Check a draft checkpoint's config and tensor headers, without downloading weights.
@@ -54,7 +55,12 @@ class InspectArgs:
 
     sources: Annotated[
         list[str] | None,
-        typer.Argument(metavar="SOURCE", help="Checkpoint folder, file, repo id or example:NAME.", show_default=False),
+        typer.Argument(
+            metavar="SOURCE",
+            help="Checkpoint folder, file, repo id or example:NAME.",
+            show_default=False,
+            autocompletion=complete_source,
+        ),
     ] = None
     target: TargetOption = None
     num_speculative_tokens: KOption = None

@@ -469,7 +469,8 @@ def render_summary(
     for name, result in zip(names, results, strict=True):
         if isinstance(result, DflashToolsError):
             verdict = Text("UNREADABLE", style="bold red")
-            rows.append([printable(name), "", "", "", "", "", verdict, "see below"])
+            # No codes: it was not read, and why is printed under the table (not as codes).
+            rows.append([printable(name), "", "", "", "", "", verdict, "-"])
             statuses.append(verdict)
             continue
         g = result.geometry

@@ -46,8 +46,8 @@ Examples:
 
 EPILOG = (
     "Exit codes: 0 the plan holds; 1 a check fails (a token budget, the memory, the parallelism, "
-    "an error in the draft, or no engine serves the draft as trained); 2 usage error or a source "
-    "that cannot be found or read."
+    "an error in the draft, or an engine asked for does not serve the draft as trained: ask only for "
+    "the releases you serve with, --engine); 2 usage error or a source that cannot be found or read."
 )
 
 SERVING = "Serving facts"

@@ -22,6 +22,7 @@ from dflash_tools.cli._layout import (
     print_fixes,
     print_line,
     print_unpadded,
+    unbroken,
     wrap_words,
 )
 from dflash_tools.cli._output import OutputFormat, printable, stdout_console, write_json
@@ -52,26 +53,37 @@ def run(args: PlanArgs) -> None:
 # --------------------------------------------------------------------------------------------
 
 
+def _engine_results(plans: list[dict[str, Any]]) -> list[tuple[str, bool]]:
+    """(release, ok) for every engine of every draft; a draft error fails every release."""
+    return [
+        (_name(engine), engine["ok"] and not _plan_errors(plan))
+        for plan in plans
+        for engine in plan["engines"].values()
+    ]
+
+
 def _verdict(plans: list[dict[str, Any]]) -> Text:
-    """The counts of the findings printed below (the draft's, the plan's and every engine's); an
-    engine that cannot serve the draft is named, and so is a memory check asked for but not made.
-    The plan still passes when an engine that prints no launch line is the one with errors."""
+    """The verdict policy every command shares (`serving.verdict`): per engine release, `FAIL for
+    ...; OK for ...`, then the counts of the findings printed below (the draft's, the plan's and
+    every engine's); a memory check asked for but not made is named."""
+    from dflash_tools.serving.verdict import engine_verdict
+
     findings = [f for plan in plans for f in _findings(plan)]
     counts = {s.value: sum(1 for f in findings if f["severity"] == s.value) for s in Severity}
     summary = f"{counts['error']} error(s), {counts['warning']} warning(s), {counts['info']} note(s)"
     if len(plans) > 1:
         summary = f"{len(plans)} drafts, {summary}"
-    ok = all(plan["ok"] for plan in plans)
-    without = sorted({_name(e) for plan in plans for e in plan["engines"].values() if not e["serves"]})
-    if without:
-        summary += f"; no launch line for {', '.join(without)}"
-        if ok and counts["error"]:
-            summary += " (the errors are theirs)"
     if any(_memory_unchecked(plan) for plan in plans):
         summary += "; memory not checked (DFT087)"
+    ok = all(plan["ok"] for plan in plans)
+    results = _engine_results(plans)
+    _, per_engine = engine_verdict(results)
+    if any(_plan_errors(plan) for plan in plans) or not results:
+        return Text.assemble(("FAIL", "bold red"), ": ", summary)
+    status = ("OK", "bold green") if ok else ("FAIL", "bold red")
     if ok:
-        return Text.assemble(("OK", "bold green"), ": ", summary)
-    return Text.assemble(("FAIL", "bold red"), ": ", summary)
+        return Text.assemble(status, f" for {per_engine.removeprefix('OK for ')}: ", summary)
+    return Text.assemble(status, per_engine.removeprefix("FAIL"), ": ", summary)
 
 
 def _memory_unchecked(plan: dict[str, Any]) -> bool:
@@ -103,9 +115,16 @@ def _findings(plan: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def render(plans: list[dict[str, Any]], *, quiet: bool = False, no_color: bool = False) -> None:
+    from dflash_tools.serving.verdict import narrowing_hint
+
     console = stdout_console(no_color)
     verdict = _verdict(plans)
     _print_verdict(console, verdict)
+    hint = narrowing_hint(_engine_results(plans))
+    if hint and not any(_plan_errors(plan) for plan in plans):
+        lead, _, option = hint.rpartition(": ")  # the option and its value stay on one line
+        for line in wrap_words(f"{lead}: {unbroken(option)}", console_width(console), "  ", first_indent="  "):
+            print_line(console, line)
     for index, plan in enumerate(plans):
         if len(plans) > 1:
             status = ("ok", "green") if plan["ok"] else ("fails", "bold red")
@@ -289,6 +308,18 @@ def _engines_table(console: Console, engines: dict[str, dict[str, Any]]) -> None
             segments = [f"{label} {value}" for label, value in engine_cells[1:] if value != "-"]
             for line in pack(segments, console_width(console), first="  ", indent="  "):
                 print_line(console, line)
+    _legend(console, [word for engine in engines.values() for word in (engine["outcome"], engine["layout"])])
+
+
+def _legend(console: Console, words: list[str | None]) -> None:
+    """What the outcome and layout words above mean, each the first time a plan shows it."""
+    from dflash_tools.serving.verdict import legend
+
+    shown: set[str] = getattr(console, "_dflash_tools_defined", set())
+    for definition in legend(word for word in words if word not in shown):
+        for line in wrap_words(definition, console_width(console), "    ", first_indent="  "):
+            print_line(console, line, style="dim")
+    console._dflash_tools_defined = shown | {word for word in words if word}  # type: ignore[attr-defined]
 
 
 def _launches(console: Console, plan: dict[str, Any]) -> None:

@@ -237,6 +237,17 @@ class SmokeTestArgs:
             rich_help_panel=VERDICT,
         ),
     ] = None
+    reference_al: Annotated[
+        float | None,
+        typer.Option(
+            "--reference-al",
+            metavar="AL",
+            help="The mean acceptance length this draft reaches when measured like this run: a run below "
+            "0.75 of it fails.",
+            show_default=False,
+            rich_help_panel=VERDICT,
+        ),
+    ] = None
     repeat: Annotated[
         int | None,
         typer.Option(

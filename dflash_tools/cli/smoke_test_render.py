@@ -34,12 +34,29 @@ STATUS_STYLE = {
 }
 
 
+def labelled(head: str, item: str, width: int) -> list[str]:
+    """`head item` on one line when it fits in `width`, else `head` and then `item` indented on a
+    line of its own: a label or a path is never split (a terminal would cut it mid-path)."""
+    if len(head) + 1 + len(item) <= width:
+        return [f"{head} {item}"]
+    return [head, f"  {item}"]
+
+
+def _print_labelled(console: Any, head: str, item: str, style: str | None = None) -> None:
+    for index, line in enumerate(labelled(head, item, console_width(console))):
+        print_line(console, line, style=style if index == 0 or style != "bold" else None)
+
+
 def _fmt(value: Any, spec: str = "") -> str:
     if value is None:
         return "-"
     if isinstance(value, bool):
         return "yes" if value else "no"
     return format(value, spec)
+
+
+# Reasons up to this long are given with the verdict at the top as well as at the end.
+_SHORT_REASONS = 160
 
 
 def _verdict_lines(document: dict[str, Any], *, reasons: bool = True) -> list[Text]:
@@ -54,8 +71,11 @@ def _verdict_lines(document: dict[str, Any], *, reasons: bool = True) -> list[Te
         if missing and status == "planned":
             status, style = "planned (engine missing here)", "bold yellow"
         line = Text.assemble((status.upper(), style), " ", printable(draft["label"]))
-        if verdict["reasons"] and reasons:
-            line.append(": " + "; ".join(printable(r) for r in verdict["reasons"]))
+        why = "; ".join(printable(r) for r in verdict["reasons"])
+        # At the top an engine's error (often long) is only announced, and printed once, at the end;
+        # a failed floor's short reasons are given at once.
+        if verdict["reasons"] and (reasons or (status == "fail" and len(why) <= _SHORT_REASONS)):
+            line.append(": " + why)
         elif verdict["reasons"]:
             line.append(" (why: at the end)")
         lines.append(line)
@@ -110,7 +130,7 @@ def render(document: dict[str, Any], *, no_color: bool = False, quiet: bool = Fa
         findings = draft["preflight"]["findings"]
         unread = draft["preflight"].get("error")
         if findings or unread:
-            print_line(console, f"preflight: {printable(draft['label'])}", style="bold")
+            _print_labelled(console, "preflight:", printable(draft["label"]), style="bold")
         if unread:
             text = f"cannot read the draft: {printable(unread['message'])}" + (
                 f"; {printable(unread['hint'])}" if unread.get("hint") else ""
@@ -144,7 +164,7 @@ def render(document: dict[str, Any], *, no_color: bool = False, quiet: bool = Fa
                 print_line(console, text)
         _render_diagnosis(console, verdict.get("diagnosis"), width)
     if document.get("work_dir"):
-        print_line(console, f"logs and results: {printable(document['work_dir'])}", style="dim")
+        _print_labelled(console, "logs and results:", printable(document["work_dir"]), style="dim")
 
 
 def _print_wrapped(console: Any, line: Text, width: int) -> None:
@@ -191,6 +211,7 @@ def _results_table(console: Any, document: dict[str, Any]) -> None:
     """One row per run (a block per run when narrow): the measured figures and the log path."""
     baseline = document.get("baseline") or {}
     cross_checked = any(run.get("cross_check") for draft in document["drafts"] for run in draft["runs"])
+    with_reference = any(draft.get("reference") for draft in document["drafts"])
     rows: list[list[str | Text]] = []
     for draft in document["drafts"]:
         for run in draft["runs"]:
@@ -206,7 +227,8 @@ def _results_table(console: Any, document: dict[str, Any]) -> None:
                     printable(run["label"]),
                     Text(run["verdict"]["status"], style=STATUS_STYLE.get(run["verdict"]["status"], "bold")),
                     value("mean_acceptance_length", ".2f"),
-                    _fmt(draft["floor"]["mean_acceptance_length"], ".2f"),
+                    _floors(draft["floor"]),
+                    *([_reference_cell(draft, run)] if with_reference else []),
                     _fmt((result.get("acceptance_rate_per_position") or [None])[0], ".2f"),
                     value("num_drafts", ","),
                     f"{value('num_draft_tokens', ',')}/{value('num_accepted_tokens', ',')}",
@@ -221,7 +243,8 @@ def _results_table(console: Any, document: dict[str, Any]) -> None:
         "run",
         "verdict",
         "mean acceptance length",
-        "floor",
+        "floor (mean / position 0)",
+        *(("reference",) if with_reference else ()),
         "position-0 acceptance",
         "draft steps",
         "draft/accepted tokens",
@@ -232,12 +255,38 @@ def _results_table(console: Any, document: dict[str, Any]) -> None:
         *(("torch reference",) if cross_checked else ()),
     )
     table_or_blocks(console, columns, rows, title="results")
+    width = console_width(console)
+    for draft in document["drafts"]:
+        for run in draft["runs"]:
+            verdict = run["verdict"]
+            if verdict["status"] == "fail" and verdict["reasons"]:
+                # Why it failed, under its figures: a mean above the floor can fail on position 0.
+                text = f"fails {printable(run['label'])}: " + "; ".join(printable(r) for r in verdict["reasons"])
+                for line in wrap_words(text, width, "    ", first_indent="  "):
+                    print_line(console, line, style="red")
     for draft in document["drafts"]:
         for run in draft["runs"]:
             log = (run.get("result") or {}).get("log_path")
             if log:
                 print_line(console, f"log {printable(run['label'])}:", style="dim")
                 print_line(console, printable(log))
+
+
+def _floors(floor: dict[str, Any]) -> str:
+    """The floors a run is judged against: mean acceptance length / position-0 acceptance."""
+    return f"{_fmt(floor['mean_acceptance_length'], '.2f')} / {_fmt(floor['first_position_rate'], '.2f')}"
+
+
+def _reference_cell(draft: dict[str, Any], run: dict[str, Any]) -> str:
+    """The draft's reference acceptance length (`smoke.reference_al`) and the floor it sets, on the
+    run it judges (the declared layout at its K)."""
+    reference = draft.get("reference")
+    if not reference or run.get("layout_role") == "flipped":
+        return "-"
+    if reference["num_speculative_tokens"] not in (None, run["num_speculative_tokens"]):
+        return "-"
+    judged = "fails" if reference["comparable"] else "a note"
+    return f"{reference['mean_acceptance_length']:.2f} ({judged} below {reference['floor']:.2f})"
 
 
 def _reference_value(run: dict[str, Any]) -> str:
@@ -268,7 +317,7 @@ def _render_chart(console: Any, document: dict[str, Any]) -> None:
             rates = result.get("acceptance_rate_per_position") or []
             if not result.get("ok") or not rates:
                 continue
-            print_line(console, f"acceptance per draft position: {printable(run['label'])}", style="bold")
+            _print_labelled(console, "acceptance per draft position:", printable(run["label"]), style="bold")
             for position, rate in enumerate(rates):
                 console.print(f"  {position:>2} [green]{_bar(rate)}[/green] {rate:.2f}")
 
@@ -323,7 +372,7 @@ def _render_k_sweep(console: Any, document: dict[str, Any]) -> None:
                     for line in wrap_words(text, width, "    "):
                         print_line(console, line, style="dim")
                 continue
-            print_line(console, f"predicted speed-up by K: {label}", style="bold")
+            _print_labelled(console, "predicted speed-up by K:", label, style="bold")
             segments = [f"K={row['num_speculative_tokens']} {_times(row['predicted_speedup'])}" for row in predicted]
             for line in pack(segments, width, first="  ", indent="  "):
                 print_line(console, line)
@@ -412,8 +461,12 @@ def _render_timing(console: Any, document: dict[str, Any]) -> None:
                 parts.append(f"speed-up {_range(ratio, '.2f', '×')}")
             runs = speed["samples"]
             wide = " (spread wider than 10%)" if (speed.get("relative_spread") or 0) > 0.10 else ""
-            head = f"timing {printable(run['label'])}: {runs} timed run{'s' if runs > 1 else ''}{wide}"
-            for line in pack([head, *parts], width, indent="    "):
+            # `timing LABEL: N timed runs`, the label alone on its line when that does not fit.
+            *label_line, head = labelled(
+                f"timing {printable(run['label'])}:", f"{runs} timed run{'s' if runs > 1 else ''}{wide}", width
+            )
+            first = "  " if label_line else ""
+            for line in label_line + pack([head.strip(), *parts], width, first=first, indent="    "):
                 print_line(console, line, style="dim" if not wide else None)
 
 

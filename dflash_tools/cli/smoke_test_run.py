@@ -13,7 +13,7 @@ from rich.status import Status
 from dflash_tools import smoke_contract as contract
 from dflash_tools.cli._errors import handle_errors
 from dflash_tools.cli._output import OutputFormat, safe_text, stderr_console, write_json
-from dflash_tools.cli.smoke_test_render import render
+from dflash_tools.cli.smoke_test_render import labelled, render
 from dflash_tools.errors import UsageError
 from dflash_tools.smoke.plan import RunPlan
 
@@ -76,11 +76,12 @@ class _Progress:
         self.current = ""
 
     def work_dir(self, path: Path) -> None:
-        self.console.print(f"[dim]requests, results and logs: {safe_text(path)}[/dim]", soft_wrap=True)
+        self._lines("requests, results and logs:", safe_text(path), style="dim")
 
     def started(self, run: RunPlan, log: Path, reference: bool) -> None:
         self.current = safe_text(run.label) + (" (torch reference)" if reference else "")
-        self.console.print(f"running {self.current} [dim](log: {safe_text(log)})[/dim]", soft_wrap=True)
+        self.console.print(f"running {self.current}", soft_wrap=True, markup=False)
+        self._lines("  log:", safe_text(log), style="dim")
         if self.live:
             self.status = self.console.status(f"{safe_text(run.label)}: starting")
             self.status.start()
@@ -100,6 +101,11 @@ class _Progress:
             # The error itself is in the verdict on stdout; printed here too only when stdout is JSON.
             detail = safe_text(result["error"]) if self.fmt is OutputFormat.JSON else "the error is in the verdict"
             self.console.print(f"  [red]failed:[/red] {detail}", soft_wrap=True)
+
+    def _lines(self, head: str, item: str, style: str) -> None:
+        """`head item` on one line when it fits the terminal, else two: a path is never split."""
+        for line in labelled(head, item, max(20, self.console.width)):
+            self.console.print(line, style=style, soft_wrap=True, markup=False, highlight=False)
 
     def _stop(self) -> None:
         if self.status is not None:

@@ -33,7 +33,7 @@ from dflash_tools.draft.target import TargetDescription
 from dflash_tools.errors import UsageError
 from dflash_tools.files.atomic import LinkMode
 from dflash_tools.files.hf_cache import is_in_hf_cache
-from dflash_tools.files.locking import folder_lock, writing_in_place, writing_output
+from dflash_tools.files.locking import LOCK_MARK, folder_lock, writing_in_place, writing_output
 from dflash_tools.reading.checkpoint import LoadedCheckpoint
 from dflash_tools.reading.source import load_checkpoint
 
@@ -143,7 +143,10 @@ def convert_checkpoint(
         elif output is not None:
             destination = check_output(Path(output), loaded, force=force)
             if not dry_run:
-                locks.enter_context(writing_output(destination))
+                try:
+                    locks.enter_context(writing_output(destination))
+                except OSError as exc:
+                    raise _unwritable(output, exc) from None
                 # Checked again under the lock: another run may have written OUT meanwhile.
                 destination = check_output(Path(output), loaded, force=force)
         else:
@@ -209,3 +212,13 @@ def planned_placement(loaded: LoadedCheckpoint, destination: Path, mode: LinkMod
     except OSError:
         return LinkMode.HARDLINK.value
     return LinkMode.HARDLINK.value if same else LinkMode.COPY.value
+
+
+def _unwritable(output: str | os.PathLike[str], exc: OSError) -> OSError:
+    """The lock beside OUT could not be made: said with the user's -o path, not the lock file's
+    hidden name (`.OUT.dflash-tools-lock`), and the folder in the way when it is not OUT's own."""
+    reason = exc.strerror or str(exc) or type(exc).__name__
+    where = exc.filename
+    if where is not None and not str(where).endswith(LOCK_MARK):
+        reason += f" ({where})"
+    return OSError(exc.errno, f"-o cannot be written there: {reason}", os.fspath(output))

@@ -17,16 +17,15 @@ from dflash_tools.convert.decide import Decision
 from dflash_tools.convert.json_edit import dumps_like
 from dflash_tools.dialects import speculators as speculators_dialect
 from dflash_tools.dialects import zlab as zlab_dialect
-from dflash_tools.draft.description import Algorithm, DraftDescription
+from dflash_tools.draft.description import RESTORE_KEY, Algorithm, DraftDescription
 from dflash_tools.draft.geometry import Geometry
 from dflash_tools.draft.target import TargetDescription
 from dflash_tools.errors import OperationError
 from dflash_tools.findings import brief_list
 
-# Cross-dialect outputs carry the source config under this key, so converting back restores it
+# Cross-dialect outputs carry the source config under RESTORE_KEY, so converting back restores it
 # exactly (key order, auto_map, token ids, versions...). Engines and both dialects' loaders
 # ignore unknown top-level keys.
-RESTORE_KEY = "dflash_tools_restore"
 TARGET_FAMILIES = tuple(dialects.WRITERS)  # the dialects with a writer
 
 

@@ -31,6 +31,11 @@ __all__ = [
 ]
 
 
+# Where a config translated by `dflash-tools convert --to` keeps its source config (and dialect),
+# so that converting back restores it; written by convert/translate.py.
+RESTORE_KEY = "dflash_tools_restore"
+
+
 class ValueSource(StrEnum):
     EXPLICIT = "explicit"
     INFERRED = "inferred"
@@ -197,6 +202,14 @@ class DraftDescription:
     def spec(self) -> DialectSpec:
         """What the draft's format declares (where its keys sit, its defaults)."""
         return self.dialect.spec
+
+    @property
+    def translated_from(self) -> str | None:
+        """The dialect `dflash-tools convert --to` translated this config from (its RESTORE_KEY
+        record), or None: a translated draft was trained in the other format, not in this one."""
+        record = self.raw_config.get(RESTORE_KEY)
+        dialect = record.get("dialect") if isinstance(record, dict) else None
+        return dialect if isinstance(dialect, str) and dialect != self.dialect.value else None
 
     @property
     def num_captured_layers(self) -> int:

@@ -16,17 +16,10 @@ import math
 import re
 from dataclasses import dataclass, field
 from functools import cache
-from pathlib import Path
 from typing import Any, Protocol
 
 from dflash_tools.findings import Finding, make_finding
-
-
-def configs_dir() -> Path:
-    """configs/ in a checkout, or its copy inside the installed wheel."""
-    package = Path(__file__).parent.parent
-    packaged = package / "_configs"
-    return packaged if packaged.is_dir() else package.parent / "configs"
+from dflash_tools.reading.local import configs_dir as configs_dir  # re-exported: reading owns where configs live
 
 
 @dataclass(frozen=True)

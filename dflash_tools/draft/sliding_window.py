@@ -129,8 +129,12 @@ def sliding_layers(desc: DraftDescription) -> list[tuple[int, int, bool]]:
 
 
 def window_divergences(desc: DraftDescription, num_query_tokens: int) -> list[WindowDivergence]:
-    """Training-vs-serving differences; only speculators-trained DFlash / DFlash2 drafts have a known training rule."""
+    """Training-vs-serving differences; only speculators-trained DFlash / DFlash2 drafts have a known
+    training rule. A config `convert --to` translated from another format says where the draft was
+    trained (`translated_from`): not by speculators, so no claim is made about it."""
     if not desc.spec.window_trained_from_anchor or desc.algorithm is Algorithm.DSPARK or num_query_tokens < 1:
+        return []
+    if desc.translated_from is not None:
         return []
     groups: dict[tuple[int, bool], list[int]] = {}
     for layer, window, causal in sliding_layers(desc):
@@ -158,12 +162,12 @@ def check_sliding_window(desc: DraftDescription, num_query_tokens: int) -> list[
         findings.append(
             make_finding(
                 "DFT055",
-                f"sliding layers {list(divergence.layers)} (window {window}): vLLM windows each draft row from its own "
-                f"position, speculators trained with the window measured from the anchor, so row r sees fewer "
-                f"context tokens when served (min(r + 1, {window}): {lost} for rows 0..{last}); row r differs "
-                f"from a context of {window} - r tokens on (row {last} from {first_differing_context_length(last, window)}, "
+                f"sliding layers {list(divergence.layers)} (window {window}): vLLM measures each draft row's window "
+                f"from the row, speculators' trainer from the anchor, so if this draft was trained there, row r "
+                f"sees fewer context tokens when served: min(r + 1, {window}), {lost} for rows 0..{last}, once "
+                f"the context holds {window} - r tokens (row {last} from {first_differing_context_length(last, window)}, "
                 f"every row from {first_differing_context_length(0, window)}){block_note}",
-                "expect lower acceptance on long contexts; docs/sliding-window.md gives the exact rule",
+                "expect lower acceptance on long contexts than in training; docs/sliding-window.md gives the rule",
                 keys=(f"{decoder}layer_types", f"{decoder}sliding_window"),
                 values=divergence.to_values(),
             )

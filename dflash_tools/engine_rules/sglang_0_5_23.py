@@ -71,9 +71,8 @@ def derived_target_layer_ids(num_target_layers: int, num_draft_layers: int) -> l
 
 # What to do with an anchor-first DFlash or DFlash2 draft, which no path of this release serves.
 _NO_ANCHOR_FIRST_PATH = (
-    "no SGLang path serves an anchor-first DFlash draft: DFLASH is bonus-only and DSPARK serves the "
-    "anchor-first layout only for drafts with a Markov head (markov_rank > 0); serve it with vLLM and "
-    "the dflash-tools plugin"
+    "serve it with vLLM and the dflash-tools plugin: no SGLang path serves an anchor-first DFlash draft, "
+    "as DFLASH is bonus-only and DSPARK serves that layout only for drafts with a Markov head (markov_rank > 0)"
 )
 
 

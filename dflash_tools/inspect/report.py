@@ -114,12 +114,15 @@ def _natural_key(name: str) -> list[Any]:
     return [int(part) if part.isdigit() else part for part in name.split(".")]
 
 
-def describe(config: dict[str, Any]) -> tuple[DraftDescription | None, list[Finding]]:
-    """Read a config dict into a description; failures become DFT002 / DFT006 findings."""
-    return describe_as(config, dialects.detect(config))
+def describe(config: dict[str, Any], file: str = "config.json") -> tuple[DraftDescription | None, list[Finding]]:
+    """Read a config dict into a description; failures become DFT002 / DFT006 findings. `file`: the
+    name the config was read from (a JSON file given alone is not called config.json)."""
+    return describe_as(config, dialects.detect(config), file)
 
 
-def describe_as(config: dict[str, Any], dialect: Dialect | None) -> tuple[DraftDescription | None, list[Finding]]:
+def describe_as(
+    config: dict[str, Any], dialect: Dialect | None, file: str = "config.json"
+) -> tuple[DraftDescription | None, list[Finding]]:
     """`describe` of a config whose dialect was detected already (None: no dialect matched)."""
     try:
         desc = dialects.read_as(config, dialect)
@@ -127,7 +130,7 @@ def describe_as(config: dict[str, Any], dialect: Dialect | None) -> tuple[DraftD
         return None, [
             make_finding(
                 "DFT002",
-                "config.json matches no known draft dialect; looked for: " + "; ".join(dialects.markers()),
+                f"{file} matches no known draft dialect; looked for: " + "; ".join(dialects.markers()),
                 "is this a draft checkpoint? DFlash, DFlash2 and DSpark drafts in z-lab, speculators, "
                 "Open Spec or native DSpark form are supported",
                 keys=("architectures", "speculators_model_type", "open_spec_config_version"),
@@ -152,7 +155,9 @@ def inspect_loaded(
     geometry: Geometry | None = None
     if loaded.config is not None:
         dialect = dialects.detect(loaded.config)
-        desc, read_findings = describe_as(loaded.config, dialect)
+        given_alone = loaded.kind == "local" and loaded.location.endswith(".json")
+        file = Path(loaded.location).name if given_alone else "config.json"
+        desc, read_findings = describe_as(loaded.config, dialect, file)
         if dialect is not None:
             # The table of engine-read keys owns type/range findings; a reader's own DFT006 for
             # the same key is the same news.

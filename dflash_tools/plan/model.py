@@ -196,13 +196,13 @@ class ServingPlan:
 
     @property
     def ok(self) -> bool:
-        """No error of the draft or the plan, every launch line printed would work, and at least
-        one engine serves the draft as trained. An engine that cannot serve it prints no line:
-        it fails the plan only when no engine can."""
+        """No error of the draft or the plan, and every engine release asked for serves the draft
+        as trained with a launch line that works: the one verdict policy of `inspect --engine` and
+        `plan` (`serving.verdict`). An engine that cannot serve the draft fails the plan; the
+        verdict names it, and `--engine` asks for the releases that can."""
         if any(f.severity is Severity.ERROR for f in self.findings):
             return False
-        serving = [plan for plan in self.engines.values() if plan.serves]
-        return bool(serving) and all(plan.ok for plan in serving)
+        return bool(self.engines) and all(plan.ok for plan in self.engines.values())
 
     def to_dict(self) -> dict[str, Any]:
         report, geometry, desc = self.report, self.report.geometry, self.report.description

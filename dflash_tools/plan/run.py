@@ -349,8 +349,8 @@ def _settings(plan: ServingPlan, engine: EnginePlan) -> dict[str, Setting]:
         settings["tensor_parallel_size"] = Setting(request.tensor_parallel_size, GIVEN)
     if request.decode_context_parallel_size > 1:
         settings["decode_context_parallel_size"] = Setting(request.decode_context_parallel_size, GIVEN)
-    if request.dtype is not None:
-        settings["dtype"] = Setting(request.dtype, request.source("dtype"))
+    if request.dtype not in (None, "auto"):  # `auto` is every engine's default: nothing to write
+        settings["dtype"] = Setting(str(request.dtype), request.source("dtype"))
     if request.kv_cache_dtype not in (None, "auto"):
         settings["kv_cache_dtype"] = Setting(str(request.kv_cache_dtype), request.source("kv_cache_dtype"))
     if request.gpu_memory_utilization is not None and rules.flag("gpu-memory-utilization") is not None:

@@ -205,7 +205,7 @@ def parse_config_text(text: str, file: str) -> tuple[dict[str, Any] | None, list
     """Parse config.json text; problems become DFT001 findings."""
     refused = too_many_values(text)
     if refused:
-        return None, [make_finding("DFT001", f"{file} holds {refused}: not a config", "restore config.json", file=file)]
+        return None, [make_finding("DFT001", f"{file} holds {refused}: not a config", f"restore {file}", file=file)]
     try:
         config, duplicates = loads_tracking_duplicates(text)
     except (ValueError, RecursionError) as exc:
@@ -213,7 +213,7 @@ def parse_config_text(text: str, file: str) -> tuple[dict[str, Any] | None, list
             make_finding(
                 "DFT001",
                 f"{file} is not valid JSON: {exc}",
-                "restore config.json from the original checkpoint (or re-download it)",
+                f"restore {file} from the original checkpoint (or re-download it)",
                 file=file,
             )
         ]
@@ -222,7 +222,7 @@ def parse_config_text(text: str, file: str) -> tuple[dict[str, Any] | None, list
             make_finding(
                 "DFT001",
                 f"{file} holds a JSON {type(config).__name__}, not an object",
-                "restore config.json",
+                f"restore {file}",
                 file=file,
             )
         ]

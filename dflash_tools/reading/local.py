@@ -26,6 +26,13 @@ from dflash_tools.reading.checkpoint import (
 from dflash_tools.reading.safetensors_header import read_local_header
 
 
+def configs_dir() -> Path:
+    """configs/ in a checkout, or its copy inside the installed wheel (`dflash_tools/_configs`)."""
+    package = Path(__file__).parent.parent
+    packaged = package / "_configs"
+    return packaged if packaged.is_dir() else package.parent / "configs"
+
+
 def examples_dir() -> Path:
     return Path(__file__).parent.parent / "examples"
 
@@ -57,19 +64,19 @@ def read_config_file(path: Path, file: str = CONFIG_NAME) -> tuple[dict[str, Any
         text = raw.decode("utf-8")
     except NotRegularFile as exc:
         # A folder, FIFO or device where the config belongs is there, but it is not a config.
-        return None, None, [make_finding("DFT001", f"{file} is {exc}", "restore config.json", file=file)]
+        return None, None, [make_finding("DFT001", f"{file} is {exc}", f"restore {file}", file=file)]
     except FileNotFoundError:  # a dangling link
-        return None, None, [make_finding("DFT001", f"{file} is a link to nothing", "restore config.json", file=file)]
+        return None, None, [make_finding("DFT001", f"{file} is a link to nothing", f"restore {file}", file=file)]
     except OSError as exc:
         return None, None, [make_finding("DFT001", f"{file} cannot be read: {exc.strerror or exc}", file=file)]
     except UnicodeDecodeError as exc:
         return (
             None,
             None,
-            [make_finding("DFT001", f"{file} is not UTF-8 text: {exc}", "restore config.json", file=file)],
+            [make_finding("DFT001", f"{file} is not UTF-8 text: {exc}", f"restore {file}", file=file)],
         )
     except ValueError as exc:
-        return None, None, [make_finding("DFT001", f"{file} is {exc}: not a config", "restore config.json", file=file)]
+        return None, None, [make_finding("DFT001", f"{file} is {exc}: not a config", f"restore {file}", file=file)]
     config, findings = parse_config_text(text, file)
     return config, text, findings
 

@@ -44,13 +44,23 @@ def format_and_route(view: EngineView, facts: DraftFacts) -> bool:
         hint = (
             spec.unread_hint(facts.algorithm) if spec is not None else "serve it with an engine that reads this format"
         )
-        view.note("DFT070", reason, hint, keys=spec.format_keys if spec is not None else ())
+        view.note(
+            "DFT070",
+            f"{_release_name(view)} cannot load this draft: it {reason}",
+            hint,
+            keys=spec.format_keys if spec is not None else (),
+        )
         return False
     route = rules.route(facts.algorithm)
     if route is None:
         reason = f"does not serve {facts.algorithm} drafts"
         view.fail(Outcome.UNSUPPORTED, reason)
-        view.note("DFT070", reason, "serve it with another engine", keys=("architectures",))
+        view.note(
+            "DFT070",
+            f"{_release_name(view)} cannot serve this draft: it {reason}",
+            "serve it with a release that does: `dflash-tools inspect SRC --engine all` shows which",
+            keys=("architectures",),
+        )
         return False
     view.path = route.path
     # A format the engine translates when it loads it writes its own architecture: only formats
@@ -62,7 +72,12 @@ def format_and_route(view: EngineView, facts: DraftFacts) -> bool:
             f"(it has: {', '.join(route.architectures)})"
         )
         view.fail(Outcome.UNSUPPORTED, reason)
-        view.note("DFT070", reason, "check architectures in config.json", keys=("architectures",))
+        view.note(
+            "DFT070",
+            f"{_release_name(view)} cannot load this draft: it {reason}",
+            "check that architectures in config.json names the draft's class: it must be one of those loaders",
+            keys=("architectures",),
+        )
         return False
     return True
 
@@ -89,7 +104,10 @@ def _unread_architecture(view: EngineView, facts: DraftFacts) -> None:
         reason = f"has no loader for architecture {facts.architecture}"
         view.fail(Outcome.UNSUPPORTED, reason)
         view.note(
-            "DFT070", reason, "serve it with a release that registers it (docs/engines.md)", keys=("architectures",)
+            "DFT070",
+            f"{_release_name(view)} cannot load this draft: it {reason}",
+            "serve it with a release that registers it (docs/engines.md)",
+            keys=("architectures",),
         )
         return
     view.fail(Outcome.UNSUPPORTED, "the config matches no draft dialect")
@@ -285,12 +303,14 @@ def layout_outcome(view: EngineView, facts: DraftFacts, algorithm_key: str, read
         reason = f"does not serve {algorithm_key} drafts: {rule.note}"
         view.fail(rule.outcome, reason)
         hint = rule.hint or "serve it with an engine that does (docs/engines.md)"
-        view.note("DFT074" if rule.outcome is Outcome.REFUSED else "DFT070", reason, hint, keys=("architectures",))
+        refused = rule.outcome is Outcome.REFUSED
+        message = f"{_release_name(view)} {'refuses' if refused else 'cannot serve'} this draft: it {reason}"
+        view.note("DFT074" if refused else "DFT070", message, hint, keys=("architectures",))
         return
     if view.layout is not trained:
         reason = (
-            f"it serves the {view.layout.value} layout ({reads}), but the draft was trained {trained.value}: "
-            "every draft is read one position off, acceptance collapses while the output stays correct"
+            f"{_release_name(view)} would run this {trained.value} draft one position off, so acceptance "
+            f"collapses while the output stays correct: it serves the {view.layout.value} layout; {reads}"
         )
         view.fail(Outcome.MISALIGNED, reason)
         view.note("DFT071", reason, misaligned_hint(view, facts), keys=("sample_from_anchor",), severity=severity)
@@ -298,11 +318,20 @@ def layout_outcome(view: EngineView, facts: DraftFacts, algorithm_key: str, read
     if rule is None:
         return
     if rule.outcome is Outcome.MISALIGNED:
-        reason = f"serves {algorithm_key} drafts in the bonus layout only ({rule.note})"
+        reason = (
+            f"{_release_name(view)} would run this {trained.value} draft one position off, so acceptance "
+            f"collapses while the output stays correct: it serves {algorithm_key} drafts in the bonus layout only; "
+            f"{rule.note}"
+        )
         view.fail(Outcome.MISALIGNED, reason)
         view.note("DFT071", reason, misaligned_hint(view, facts), keys=("sample_from_anchor",), severity=severity)
     elif rule.outcome is Outcome.SERVED_WITH_PLUGIN:
         view.outcome = max(view.outcome, Outcome.SERVED_WITH_PLUGIN, key=RANK.__getitem__)
+
+
+def _release_name(view: EngineView) -> str:
+    """`SGLang 0.5.23`, `vLLM 0.34.0`: how a finding's sentence names the release."""
+    return f"{ENGINE_NAMES.get(view.rules.engine, view.rules.engine)} {view.rules.version}"
 
 
 def misaligned_hint(view: EngineView, facts: DraftFacts) -> str:

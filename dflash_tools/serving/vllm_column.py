@@ -108,10 +108,10 @@ def _plugin_verdict(view: EngineView, installed_vllm: VllmCapability | None) -> 
     if view.plugin == "needed":
         view.note(
             "DFT076",
-            "the draft is anchor-first: vLLM serves it as trained only with the dflash-tools plugin, installed with "
-            "vLLM on the serving host (VLLM_PLUGINS unset, or listing dflash_tools)",
-            f"{VLLM_INSTALL_HINT}; the launch line sets DFLASH_TOOLS_REQUIRE_PLUGIN=1 so that vLLM stops "
-            "instead of serving it without the patch",
+            f"vLLM {rules.version} serves this anchor-first draft as trained only through the dflash-tools plugin, "
+            "installed with vLLM on the serving host and not left out of VLLM_PLUGINS",
+            f"{VLLM_INSTALL_HINT}; the launch line's DFLASH_TOOLS_REQUIRE_PLUGIN=1 stops vLLM if the plugin is "
+            "missing, instead of serving the draft without it",
             keys=("sample_from_anchor",),
         )
     if view.plugin != "missing":

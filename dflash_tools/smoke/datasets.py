@@ -73,8 +73,8 @@ MAX_TURNS = 64
 PARQUET_BATCH_ROWS = 1024
 REASON_STEP_BY_STEP = "\nPlease reason step by step, and put your final answer within \\boxed{}."
 INSTALL_HINT = (
-    "install the datasets extra (in a checkout: pip install '.[datasets]'), or pass the dataset as a local "
-    "JSONL or parquet file"
+    "install the datasets extra (in a checkout: pip install '.[datasets]'), or pass the dataset's rows as a "
+    "local JSONL or parquet file: --dataset-file FILE"
 )
 
 
@@ -447,7 +447,8 @@ def _from_library(spec: DatasetSpec) -> list[Any]:
         message = " ".join(str(exc).split())[:200] or type(exc).__name__
         raise SourceError(
             f"dataset {spec.name} ({spec.hf_id}): cannot be loaded ({message})",
-            "check the network, or set HF_HUB_OFFLINE=1 to use the cache; or pass a local file",
+            "check the network, or set HF_HUB_OFFLINE=1 to use the cache; or pass its rows as a local JSONL or "
+            "parquet file: --dataset-file FILE",
         ) from None
     if len(loaded) > MAX_ROWS:
         raise UsageError(f"dataset {spec.name} ({spec.hf_id}): more than {MAX_ROWS:,} rows", "pass a local file")

@@ -18,6 +18,7 @@ Imports: `serving` (the presets, the K parser and whether an engine is installed
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -119,6 +120,8 @@ class SmokeOptions:
     chat: bool = False
     enable_thinking: bool = False
     floor: Floor | None = None
+    # `--reference-al`: a mean acceptance length measured like this run (`smoke.reference_al`).
+    reference_al: float | None = None
     inherited_env: Mapping[str, str] = field(default_factory=dict)
     # `-k 3,5,7` / `-k 3-7`: run each K (two or more values; one value is num_speculative_tokens).
     k_values: list[int] | None = None
@@ -350,6 +353,7 @@ def resolve_options(args: SmokeArguments, preset: Preset | None = None) -> Smoke
         floor=Floor(args.floor, FIRST_POSITION_FLOOR, "--floor on the command line")
         if args.floor is not None
         else None,
+        reference_al=_reference_al(args),
         inherited_env=dict(os.environ),
         runtime_requested=args.runtime,
         dry_run=args.dry_run,
@@ -370,6 +374,8 @@ def resolve_options(args: SmokeArguments, preset: Preset | None = None) -> Smoke
         sources["k_values"] = Source.ARGUMENT
     if options.floor is not None:
         sources["floor"] = Source.ARGUMENT
+    if options.reference_al is not None:
+        sources["reference_al"] = Source.ARGUMENT
     limits.check_options(options, preset)
     _check_server(options)
     _check_protocol(options)
@@ -380,6 +386,19 @@ def _given(args: SmokeArguments, name: str, default: Any) -> Any:
     """An argument added after `SmokeArguments` was first published: a caller's object without it
     has not given it."""
     return getattr(args, name, default)
+
+
+def _reference_al(args: SmokeArguments) -> float | None:
+    """`--reference-al`: a mean acceptance length, at least 1 (one token per step is the least)."""
+    value = _given(args, "reference_al", None)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 1:
+        raise UsageError(
+            f"--reference-al {value!r}: not a mean acceptance length",
+            "pass the mean acceptance length measured for this draft, 1 or more (e.g. 5.34)",
+        )
+    return float(value)
 
 
 def _min_time(args: SmokeArguments) -> float:

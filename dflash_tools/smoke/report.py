@@ -24,6 +24,7 @@ from dflash_tools.plan.presets import Floor
 from dflash_tools.smoke import cross_check, diagnosis, sweep, timing
 from dflash_tools.smoke.plan import DraftPlan, RunPlan, SmokePlan
 from dflash_tools.smoke.prefix_check import prefix_caching_identity, prefix_caching_reasons, token_identity
+from dflash_tools.smoke.reference_al import ReferenceAL
 
 SCHEMA_VERSION = 1
 CLEAR_MARGIN = 0.10
@@ -336,9 +337,10 @@ def build_document(
         flipped = next((results.get(r.slug) for r in draft.runs if r.layout_role == "flipped"), None)
         geometry = draft.report.geometry if draft.report else None
         comparison = compare_layouts(declared, flipped, layout_name(geometry.sample_from_anchor)) if geometry else None
-        _diagnose(draft, run_docs, run_verdicts, results, comparison, plan)
         for run, run_doc in zip(draft.runs, run_docs, strict=True):
             run_doc.update(_references(draft, results.get(run.slug), plan))
+        reference = _reference_check(draft, run_docs, run_verdicts, results, plan)
+        _diagnose(draft, run_docs, run_verdicts, results, comparison, plan, reference)
         verdict = _draft_verdict(draft, run_verdicts, comparison)
         verdict.diagnosis = next(
             (
@@ -351,6 +353,7 @@ def build_document(
         statuses.append((draft, verdict))
         document = draft.to_dict()
         document.update(
+            reference=reference.to_dict() if reference is not None else None,
             runs=run_docs,
             layout_comparison=comparison,
             k_sweep=_k_sweep(draft, run_verdicts, results, baseline) if geometry else None,
@@ -440,6 +443,7 @@ def _diagnose(
     results: dict[str, contract.SmokeResult],
     comparison: dict[str, Any] | None,
     plan: SmokePlan,
+    reference: ReferenceAL | None = None,
 ) -> None:
     """Each failed run's likely cause (`smoke.diagnosis`), in its verdict."""
     outcome = comparison["outcome"] if comparison else None
@@ -448,11 +452,66 @@ def _diagnose(
         if verdict.status != "fail" or run.layout_role == "flipped":
             continue
         found = diagnosis.diagnose(
-            draft, run, results.get(run.slug), draft.floor, layout_outcome=outcome, target_layers=layers
+            draft,
+            run,
+            results.get(run.slug),
+            draft.floor,
+            layout_outcome=outcome,
+            target_layers=layers,
+            reference=reference if _judged_by(reference, run) else None,
+            prompts_source=plan.options.prompts_source,
         )
         if found is not None:
             verdict.diagnosis = found.to_dict()
             run_doc["verdict"] = verdict.to_dict()
+
+
+def _judged_by(reference: ReferenceAL | None, run: RunPlan) -> bool:
+    """Whether `run` is the one its draft's reference applies to: the declared layout, at the K
+    the reference was measured at (any K when it does not say)."""
+    if reference is None or run.layout_role == "flipped" or run.skip_reason is not None:
+        return False
+    return reference.num_speculative_tokens in (None, run.num_speculative_tokens)
+
+
+def _reference_check(
+    draft: DraftPlan,
+    run_docs: list[dict[str, Any]],
+    run_verdicts: list[tuple[RunPlan, Verdict]],
+    results: dict[str, contract.SmokeResult],
+    plan: SmokePlan,
+) -> ReferenceAL | None:
+    """The draft's reference acceptance length (`smoke.reference_al`), and each run it applies to
+    judged against it: below its margin, a reason (comparable) or a warning (not)."""
+    from dflash_tools.smoke import reference_al
+
+    options = plan.options
+    reference: ReferenceAL | None = None
+    if options.reference_al is not None:
+        reference = reference_al.given(options.reference_al)
+    elif draft.entry is None or draft.entry.floor is None:  # a preset's floor carries its references
+        loaded = draft.report.loaded if draft.report else None
+        reference = reference_al.demo_weights(loaded.local_dir if loaded else None, options.prompts_source)
+        if reference is None:
+            reference = reference_al.card([d for doc in run_docs for d in doc.get("references", [])])
+    if reference is None:
+        return None
+    for (run, verdict), run_doc in zip(run_verdicts, run_docs, strict=True):
+        result = results.get(run.slug)
+        if not _judged_by(reference, run) or result is None or not result["ok"] or not result["num_drafts"]:
+            continue
+        if verdict.status not in ("pass", "fail"):
+            continue
+        short = reference_al.shortfall(reference, result["mean_acceptance_length"])
+        if short is None:
+            continue
+        if reference.comparable:
+            verdict.reasons.append(short)
+            verdict.status = "fail"
+        else:
+            verdict.warnings.append(f"{short}; not measured like this run, so not a failure")
+        run_doc["verdict"] = verdict.to_dict()
+    return reference
 
 
 def _references(draft: DraftPlan, result: contract.SmokeResult | None, plan: SmokePlan) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 import dflash_tools_testing as testing
 from dflash_tools.cli import app
+from dflash_tools.inspect import inspect_checkpoint
 from tests.conftest import CheckpointFactory
 
 runner = CliRunner()
@@ -244,3 +245,25 @@ def test_anchor_first_and_bonus_anchor_side_by_side(make_checkpoint: CheckpointF
     code, out, _ = invoke("inspect", str(anchor), str(bonus), "-k", "7")
     assert code == 0
     assert "anchor-first (explicit)" in out and "bonus-anchor (explicit)" in out
+
+
+def test_a_json_file_given_alone_is_called_by_its_name(tmp_path: Path) -> None:
+    """`inspect some.json`: DFT002 and DFT001 name that file, not "config.json"."""
+    unknown = tmp_path / "preset.json"
+    unknown.write_text('{"a": 1}', encoding="utf-8")
+    broken = tmp_path / "broken.json"
+    broken.write_text("{", encoding="utf-8")
+    [dft002] = [f for f in inspect_checkpoint(str(unknown)).findings if f.code == "DFT002"]
+    assert dft002.message.startswith("preset.json matches no known draft dialect")
+    [dft001] = [f for f in inspect_checkpoint(str(broken)).findings if f.code == "DFT001"]
+    assert dft001.message.startswith("broken.json is not valid JSON") and "broken.json" in dft001.hint
+    assert "config.json" not in dft001.hint + dft002.message
+
+
+def test_an_unreadable_source_in_the_summary_points_at_no_codes() -> None:
+    """The summary's codes column of an unreadable source said "see below", with no codes below."""
+    result = CliRunner().invoke(app, ["inspect", "example:zlab-dflash2", "./nope"], env={"COLUMNS": "120"})
+    assert result.exit_code == 2
+    assert "see below" not in result.stdout
+    row = next(line for line in result.stdout.splitlines() if line.startswith("./nope"))
+    assert row.split()[-2:] == ["UNREADABLE", "-"]

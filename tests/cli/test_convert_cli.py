@@ -144,3 +144,16 @@ def test_convert_does_not_import_torch(make_checkpoint: CheckpointFactory, tmp_p
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().splitlines()[-1] == "False"
+
+
+def test_an_unwritable_output_is_reported_with_the_users_path(tmp_path: Path) -> None:
+    """A folder that cannot be made names -o's own path, never the hidden lock file convert makes
+    beside it (`.out.dflash-tools-lock`); a file in the way is named too."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder", encoding="utf-8")
+    wanted = blocker / "out"
+    result = CliRunner().invoke(app, ["convert", "example:zlab-dflash", "-o", str(wanted), "--json"])
+    assert result.exit_code == 1
+    message = json.loads(result.stdout)["error"]["message"]
+    assert message.startswith(f"{wanted}: -o cannot be written there") and str(blocker) in message
+    assert "dflash-tools-lock" not in message

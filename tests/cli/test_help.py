@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 from dflash_tools.cli import app
 from dflash_tools.cli._help import expand
 
-COMMANDS = ("inspect", "convert", "plan", "smoke-test", "examples")
+COMMANDS = ("inspect", "convert", "plan", "smoke-test", "examples", "explain")
 runner = CliRunner()
 
 

@@ -140,6 +140,8 @@ def test_environment_variable_asks_for_json_too(tmp_path: Path) -> None:
         (["smoke-test", "--dry-run", "-t", "example:engine-demo/target", "-d", "example:engine-demo/zlab-dflash2"], 0),
         # An unreadable draft is a refused draft inside the full smoke-test document (exit 2).
         (["smoke-test", "--dry-run", "-t", "example:engine-demo/target", "-d", "./nope"], 2),
+        (["plan", "-t", "example:vllm-cpu-demo/target", "-d", "example:vllm-cpu-demo/zlab-dflash"], 0),
+        (["plan", "-t", "example:vllm-cpu-demo/target", "-d", "example:vllm-cpu-demo/zlab-dflash-anchor-first"], 1),
     ],
 )
 def test_success_and_findings_paths_print_one_document(args: list[str], exit_code: int, tmp_path: Path) -> None:
@@ -153,8 +155,11 @@ def test_success_and_findings_paths_print_one_document(args: list[str], exit_cod
         assert max(d["exit_code"] for d in documents) == code
     if code == 2 and args[0] == "inspect":  # several sources, one unreadable: an error document in its place
         assert any(d.get("ok") is False and "error" in d for d in documents)
-    if args[0] == "smoke-test":
+    if args[0] in ("smoke-test", "plan", "convert"):
+        # `ok` and `exit_code` say what the exit says, in every document (`convert --check` that
+        # finds changes said ok: true with exit 1).
         assert document["exit_code"] == code  # type: ignore[index]
+        assert document["ok"] is (code == 0)  # type: ignore[index]
 
 
 def test_environment_json_is_the_json_flag_on_every_path(

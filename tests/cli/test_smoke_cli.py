@@ -258,7 +258,7 @@ def test_full_run_human_output(setup: dict[str, str], fake_child: None) -> None:
     assert out.count("PASS") == 4  # each verdict first and last
     assert out.splitlines()[0].split()[0] == "PASS"  # the path may follow on the next line
     assert "logs and results:" in out
-    assert "running " in err and "(log: " in err  # progress lines on stderr, no spinner off a TTY
+    assert "running " in err and "  log:" in err  # progress lines on stderr, no spinner off a TTY
 
 
 def test_failures(setup: dict[str, str], fake_child: None) -> None:

@@ -130,3 +130,8 @@ def test_ci_runs_the_readmes_set_up_commands_word_for_word() -> None:
     assert len(commands) == 2
     missing = [command for command in commands if command not in ci_lines]
     assert missing == [], f".ci/run does not run README's {missing}"
+
+
+def test_the_readme_stays_short() -> None:
+    """A newcomer reads the README whole: at most 250 lines (it had grown to 262); the rest is in docs/."""
+    assert len((ROOT / "README.md").read_text(encoding="utf-8").splitlines()) <= 250

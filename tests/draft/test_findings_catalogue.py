@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import dflash_tools_testing as testing
-from dflash_tools.findings import CATALOGUE
+from dflash_tools.findings import CATALOGUE, render_markdown
 from dflash_tools.inspect import inspect_checkpoint
 from tests.conftest import CheckpointFactory
 
@@ -34,6 +34,13 @@ def test_every_code_is_documented_in_the_findings_catalogue() -> None:
     assert set(CATALOGUE) <= documented
     used = set(re.findall(r"DFT\d{3}", "".join(p.read_text() for p in (ROOT / "dflash_tools").rglob("*.py"))))
     assert used <= set(CATALOGUE)
+
+
+def test_docs_findings_md_is_rendered_from_the_catalogue() -> None:
+    """One source: the page is the catalogue's (`python -m dflash_tools.findings > docs/findings.md`),
+    which `dflash-tools explain` prints; every code has a condition and something to do."""
+    assert (ROOT / "docs" / "findings.md").read_text() == render_markdown()
+    assert all(info.condition and info.action for info in CATALOGUE.values())
 
 
 def codes(folder: Path) -> list[str]:

@@ -131,6 +131,10 @@ class HostileServer:
         self._sock = socket.socket()
         self._sock.bind(("127.0.0.1", 0))
         self._sock.listen(64)
+        # A blocked accept() is not woken by close(): it times out to look at `stopping`. Set here,
+        # not in the acceptor thread: a server stopped before that thread runs has closed the
+        # socket, and settimeout() on it raised "Bad file descriptor" in the thread.
+        self._sock.settimeout(0.05)
         self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
         self._acceptor = threading.Thread(target=self._accept, daemon=True)
@@ -159,7 +163,6 @@ class HostileServer:
         self.stop()
 
     def _accept(self) -> None:
-        self._sock.settimeout(0.05)  # a blocked accept() is not woken by close(): look at `stopping`
         while not self.stopping.is_set():
             try:
                 sock, _ = self._sock.accept()

@@ -54,3 +54,21 @@ def test_hostile_answers_through_the_cli_are_one_json_document(
     assert document["schema_version"] == 1 and document["ok"] is False and document["exit_code"] == exit_code
     assert expect in document["error"]["message"] and "\n" not in document["error"]["message"]
     assert "Traceback" not in result.stderr and "internal error" not in result.stderr
+
+
+def test_a_server_stopped_before_its_acceptor_runs_raises_nothing_in_its_thread(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The suite printed "Exception in thread ... (_accept): OSError: [Errno 9] Bad file
+    descriptor": a case that stops the server at once closed the socket before the acceptor
+    thread set its timeout. Here the stop is made to come first, every time."""
+    import threading
+
+    raised: list[BaseException | None] = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: raised.append(args.exc_value))
+    server = HostileServer()
+    server.stopping.set()
+    server._sock.close()  # what stop() does, before the acceptor has run
+    server.start()
+    server._acceptor.join(timeout=5)
+    assert raised == []

@@ -257,9 +257,14 @@ def test_a_preset_line_names_the_hub_repos(offline_hub: Path) -> None:
     assert sglang[-8:] == ["--speculative-num-draft-tokens", "8"] + [
         *("--context-length", "4096", "--max-running-requests", "16", "--dtype", "bfloat16")
     ]
-    # SGLang's DFLASH is bonus-only: no line for the anchor-first draft, and the plan still holds.
+    # SGLang's DFLASH is bonus-only: no line for the anchor-first draft, which fails the plan for
+    # SGLang only (the verdict policy of `serving.verdict`, the same as `inspect --engine`); asked for
+    # the vLLM releases alone, the same preset holds.
     assert anchor["engines"]["sglang"]["launch"] is None and "DFT071" in codes(anchor["engines"]["sglang"])
-    assert anchor["ok"] and document["ok"]
+    assert bonus["ok"] and not anchor["ok"] and not document["ok"] and document["exit_code"] == 1
+    assert [spec for spec, engine in anchor["engines"].items() if not engine["ok"]] == ["sglang"]
+    code, vllm_only = plan("--preset", "qwen3.8-27b-dflash2", "--engine", "vllm==0.33.0,vllm==0.34.0")
+    assert code == 0 and vllm_only["ok"] and vllm_only["exit_code"] == 0
 
 
 # --- parallelism and engine rules ----------------------------------------------------------------
@@ -293,7 +298,7 @@ def test_decode_context_parallelism_rules(offline_hub: Path) -> None:
     code, document = plan(
         "--preset", "qwen3.8-27b-dflash2", "--tensor-parallel-size", "8", "--decode-context-parallel-size", "2"
     )
-    assert code == 0
+    assert document["plans"][0]["ok"]  # the z-lab draft; SGLang cannot serve DaoCloud's (test above)
     engines = document["plans"][0]["engines"]
     speculative_34 = json.loads(engines["vllm==0.34.0"]["launch"]["argv"][4])
     assert speculative_34["draft_decode_context_parallel_size"] == 1 and "DFT084" in codes(engines["vllm==0.34.0"])

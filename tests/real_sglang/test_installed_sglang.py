@@ -126,5 +126,13 @@ def test_a_wrong_table_is_caught_and_sglang_wins(
     assert (
         "SGLang 0.5.23: parse (sglang/srt/speculative/dflash_utils.py" in finding.values["disagreements"][0]["evidence"]
     )
-    for key in ("outcome", "layout", "block_size", "num_speculative_tokens", "target_layer_ids", "mask_token_id", "launch"):
+    for key in (
+        "outcome",
+        "layout",
+        "block_size",
+        "num_speculative_tokens",
+        "target_layer_ids",
+        "mask_token_id",
+        "launch",
+    ):
         assert wrong[key] == right[key], key

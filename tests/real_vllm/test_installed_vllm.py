@@ -222,7 +222,15 @@ def test_a_wrong_table_is_caught_and_vllm_wins(
     assert finding.values["engine"] == SPEC and field in finding.keys
     assert "vLLM" in finding.to_dict()["values"]["disagreements"][0]["evidence"]
     # vLLM's reading wins: the column is what it was with the right table.
-    for key in ("outcome", "layout", "num_speculative_tokens", "block_size", "mask_token_id", "target_layer_ids", "launch"):
+    for key in (
+        "outcome",
+        "layout",
+        "num_speculative_tokens",
+        "block_size",
+        "mask_token_id",
+        "target_layer_ids",
+        "launch",
+    ):
         assert wrong[key] == right[key], key
 
 
@@ -264,6 +272,11 @@ def test_a_release_without_a_table_gets_a_column_read_from_vllm(unknown_release:
     assert [step["status"] for step in reading["steps"]] == ["ok"] * 4, reading["steps"]
     assert reading["vllm_module_version"] == VLLM_VERSION  # the code that answered
     # The column is vLLM's: the bonus DFlash2 draft, 7 drafts on 8 query positions, served.
-    assert (view["outcome"], view["layout"], view["num_speculative_tokens"], view["block_size"]) == ("served", "bonus", 7, 8)
+    assert (view["outcome"], view["layout"], view["num_speculative_tokens"], view["block_size"]) == (
+        "served",
+        "bonus",
+        7,
+        8,
+    )
     assert (reading["sample_from_anchor"], reading["query_positions"]) == (False, 8)
     assert view["launch"] is not None

@@ -61,7 +61,15 @@ def test_the_captured_readings_agree_with_the_table(name: str, installed: VllmCa
     assert view["read_from"] == "the installed vLLM 0.34.0" and view["table"] == SPEC and view["has_table"]
     assert view["disagreements"] == [] and "DFT089" not in {f.code for f in report.findings}
     table_only, _ = inspect(name, installed, "not asked", specs=[SPEC])
-    for key in ("outcome", "layout", "num_speculative_tokens", "block_size", "target_layer_ids", "mask_token_id", "launch"):
+    for key in (
+        "outcome",
+        "layout",
+        "num_speculative_tokens",
+        "block_size",
+        "target_layer_ids",
+        "mask_token_id",
+        "launch",
+    ):
         assert view[key] == table_only[SPEC][key], key
 
 
@@ -143,7 +151,12 @@ def test_a_release_without_a_table_gets_a_column_read_from_it(tmp_path: Path) ->
     assert list(engines) == ["vllm==0.35.0"]
     view = engines["vllm==0.35.0"]
     assert (view["version"], view["has_table"], view["table"]) == ("0.35.0", False, SPEC)
-    assert (view["outcome"], view["layout"], view["num_speculative_tokens"], view["block_size"]) == ("served", "bonus", 7, 8)
+    assert (view["outcome"], view["layout"], view["num_speculative_tokens"], view["block_size"]) == (
+        "served",
+        "bonus",
+        7,
+        8,
+    )
     assert "DFT089" not in {f.code for f in report.findings}  # no table of its own to be wrong
     assert all(f.message.startswith("vllm==0.35.0: ") for f in report.findings if f.values.get("engine"))
 

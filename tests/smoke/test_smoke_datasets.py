@@ -77,6 +77,7 @@ def test_nothing_cached_and_no_library_is_one_line_with_the_way_out() -> None:
         load_dataset_prompts("math500", 4)
     assert "not in the cache" in raised.value.message and "datasets` library is not installed" in raised.value.message
     assert "\n" not in raised.value.message and "pip install '.[datasets]'" in raised.value.hint
+    assert "--dataset-file FILE" in raised.value.hint  # the option that takes the local file, by name
 
 
 class FakeDatasets(types.ModuleType):
@@ -138,6 +139,7 @@ def test_a_library_failure_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
         load_dataset_prompts("gsm8k", 1)
     assert raised.value.message.startswith("dataset gsm8k (openai/gsm8k): cannot be loaded (Couldn't reach")
     assert "\n" not in raised.value.message
+    assert "--dataset-file FILE" in raised.value.hint
 
 
 def test_row_order_dataset_and_zlab_shuffle() -> None:

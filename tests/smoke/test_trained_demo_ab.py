@@ -112,6 +112,20 @@ def test_a_copy_reading_other_target_layers_loses_30_percent(
 
 
 @pytest.mark.parametrize(("name", "draft"), DRAFTS)
+def test_the_wrong_tap_copy_fails_against_the_reference_of_its_weights(
+    reports: dict[str, dict[str, Any]], name: str, draft: str
+) -> None:
+    """The same weights were measured when trained (the bundle's manifest): the copy that reads
+    other taps fails against that reference instead of passing the sanity floor, and the
+    diagnosis names the config key that differs (smoke.reference_al, smoke.diagnosis)."""
+    report = reports[name][f"{draft}-wrong-taps"]
+    assert report["reference"]["sibling"] == f"example:{name}/{draft}" and report["reference"]["comparable"]
+    verdict = report["verdict"]
+    assert verdict["status"] == "fail" and any("weights reached" in reason for reason in verdict["reasons"]), verdict
+    assert "dflash_config.target_layer_ids [0, 1]" in verdict["diagnosis"]["likely"][0], verdict["diagnosis"]
+
+
+@pytest.mark.parametrize(("name", "draft"), DRAFTS)
 def test_acceptance_falls_with_the_draft_position(reports: dict[str, dict[str, Any]], name: str, draft: str) -> None:
     declared = runs(reports[name][draft])["declared"]
     rates = declared["acceptance_rate_per_position"]

@@ -26,7 +26,14 @@ from dflash_tools.reading.checkpoint import (
 )
 from dflash_tools.reading.http import HttpMalformed
 from dflash_tools.reading.hub.cache import cached_config, load_from_cache
-from dflash_tools.reading.hub.errors import HUB_ERRORS, hub_errors, is_unreachable, one_line, to_source_error
+from dflash_tools.reading.hub.errors import (
+    HUB_ERRORS,
+    HubSourceError,
+    hub_errors,
+    is_unreachable,
+    one_line,
+    to_source_error,
+)
 from dflash_tools.reading.hub.files import (
     MAX_REPO_INFO_BYTES,
     REPO_INFO,
@@ -38,6 +45,12 @@ from dflash_tools.reading.hub.files import (
 )
 from dflash_tools.reading.hub.headers import MAX_REMOTE_HEADER_TOTAL, MAX_REMOTE_SHARDS, add_fetched, fetch_headers
 from dflash_tools.reading.hub.http import Deadline, request
+from dflash_tools.reading.hub.published import (
+    PublishedConfig,
+    drafts_of_target,
+    profile_without_config,
+    published_config,
+)
 from dflash_tools.reading.hub.session import HubRepo, effective_timeout
 
 
@@ -58,19 +71,75 @@ def load_hub_checkpoint(
     """
     hub = HubRepo(repo_id, revision, token, effective_timeout(timeout))
     if is_offline():
-        return load_from_cache(hub, unreachable=None)
+        return _cache_or_published(hub, None, None)
     try:
         info = fetch_repo_info(hub)
     except OfflineModeIsEnabled:
-        return load_from_cache(hub, unreachable=None)
+        return _cache_or_published(hub, None, None)
     except HUB_ERRORS as exc:
         if not is_unreachable(exc):
             raise to_source_error(exc, hub, REPO_INFO) from exc
-        try:
-            return load_from_cache(hub, unreachable=exc)
-        except SourceError:
-            raise to_source_error(exc, hub, REPO_INFO) from exc
+        return _cache_or_published(hub, exc, to_source_error(exc, hub, REPO_INFO))
     return _load_online(hub, info)
+
+
+def _cache_or_published(
+    hub: HubRepo, unreachable: BaseException | None, failure: SourceError | None
+) -> LoadedCheckpoint:
+    """The Hub cannot answer: the local cache, else the config.json a bundled published profile
+    stores (`hub.published`), else the failure (`failure`, or the cache's own), saying what the
+    profile knows when it stores no config."""
+    try:
+        return load_from_cache(hub, unreachable=unreachable)
+    except SourceError as missing:
+        published = published_config(hub.repo_id, hub.revision)
+        if published is not None:
+            return _from_published(hub, published, unreachable)
+        error = failure or missing
+        known = profile_without_config(hub.repo_id)
+        if known is not None:
+            note = (
+                f"; dflash-tools bundles no published config.json of it, only its profile (configs/profiles): {known}"
+            )
+        else:
+            note = _only_drafts_bundled(hub)  # a preset's target: its drafts are bundled, it is not
+        if not note:
+            raise error from None
+        raise HubSourceError(error.message + note, error.hint, absence=getattr(error, "absence", "")) from None
+
+
+def _from_published(hub: HubRepo, published: PublishedConfig, unreachable: BaseException | None) -> LoadedCheckpoint:
+    """The checkpoint as its bundled published config.json describes it: config only (DFT056)."""
+    loaded = hub_checkpoint(hub, published.revision, SmallFile(data=published.text.encode("utf-8")))
+    loaded.weights_inspected = False
+    why = (
+        "offline (HF_HUB_OFFLINE)"
+        if unreachable is None
+        else f"the Hub could not be reached ({one_line(str(unreachable), 80)})"
+    )
+    revision = published.revision or "revision not recorded"
+    others = (
+        f"; {published.releases - 1} other release(s) known, --revision picks one" if published.releases > 1 else ""
+    )
+    note = f"; {published.note}" if published.note else ""
+    loaded.findings.append(
+        make_finding(
+            "DFT056",
+            f"{why} and {hub.repo_id} is not in the local Hugging Face cache: its config.json was read from the "
+            f"bundled profile of {published.profile} (revision {revision}, sha256 {published.sha256[:16]}...){others}"
+            f"{note}",
+            "rerun online (or with the repo in the Hugging Face cache) to read its current revision and its "
+            "safetensors headers",
+            values={
+                "profile": published.profile,
+                "repo": published.repo,
+                "revision": published.revision,
+                "config_sha256": published.sha256,
+            },
+            file=CONFIG_NAME,
+        )
+    )
+    return loaded
 
 
 def load_hub_config(
@@ -88,20 +157,21 @@ def load_hub_config(
     hub = HubRepo(repo_id, revision, token, effective_timeout(timeout))
     config: SmallFile | None
     if is_offline():
-        config = cached_config(hub, "HF_HUB_OFFLINE is set")
+        config = _cached_target_config(hub, "HF_HUB_OFFLINE is set")
     else:
         # The commit first (one request): the config is then read from that commit.
         try:
             info = fetch_repo_info(hub)
         except OfflineModeIsEnabled:
-            config = cached_config(hub, "HF_HUB_OFFLINE is set")
+            config = _cached_target_config(hub, "HF_HUB_OFFLINE is set")
         except HUB_ERRORS as exc:
             if not is_unreachable(exc):
                 raise to_source_error(exc, hub, REPO_INFO) from exc
             try:
                 config = cached_config(hub, "the Hub is unreachable")
             except SourceError:
-                raise to_source_error(exc, hub, REPO_INFO) from exc
+                error = to_source_error(exc, hub, REPO_INFO)
+                raise SourceError(error.message + _only_drafts_bundled(hub), error.hint) from exc
         else:
             config = None
             if info.files is None or CONFIG_NAME in info.files:
@@ -124,6 +194,22 @@ def load_hub_config(
         message = findings[0].message if findings else f"{name} cannot be parsed"
         raise SourceError(one_line(message), "check the repo on the Hub")
     return parsed, hub.label
+
+
+def _cached_target_config(hub: HubRepo, why: str) -> SmallFile | None:
+    """A target's cached config.json; not cached, the error says that the bundled profiles hold
+    the configs of its published drafts, not the target's (a preset names both)."""
+    try:
+        return cached_config(hub, why)
+    except SourceError as missing:
+        raise SourceError(missing.message + _only_drafts_bundled(hub), missing.hint) from None
+
+
+def _only_drafts_bundled(hub: HubRepo) -> str:
+    drafts = drafts_of_target(hub.repo_id)
+    if not drafts:
+        return ""
+    return f"; dflash-tools bundles the published configs of its drafts ({', '.join(drafts)}), not the target's"
 
 
 def list_hub_models(
