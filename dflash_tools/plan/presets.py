@@ -107,6 +107,9 @@ MAX_PRESET_VALUES = 100_000
 # Prompts may be pre-tokenized (a few thousand ids a line): larger, but still bounded.
 MAX_PROMPTS_BYTES = 64 * 1024 * 1024
 MAX_PROMPTS_VALUES = 2_000_000
+# One prompt (of --prompts, or one turn of a dataset row, smoke.datasets): the longest prompt of
+# the five datasets smoke-test knows is a few kilobytes.
+MAX_PROMPT_CHARS = 1024 * 1024
 _PRESET_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
@@ -363,7 +366,8 @@ def load_prompts(path: Path, limit: int | None = None) -> PromptSet:
     try:
         # Bounded like a preset (a regular file, at most MAX_PROMPTS_BYTES): a FIFO or /dev/zero
         # given as --prompts would be read forever.
-        text = read_small_file(path, MAX_PROMPTS_BYTES).decode("utf-8")
+        # utf-8-sig: a byte-order mark some editors write is not part of the first prompt.
+        text = read_small_file(path, MAX_PROMPTS_BYTES).decode("utf-8-sig")
     except (OSError, ValueError) as exc:  # missing, a folder or FIFO, too large, not UTF-8
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise UsageError(f"prompts file {path}: cannot read it: {reason}", "pass a UTF-8 JSONL file") from None
@@ -371,7 +375,10 @@ def load_prompts(path: Path, limit: int | None = None) -> PromptSet:
         raise UsageError(f"prompts file {path}: more than {MAX_PROMPTS_VALUES:,} JSON values", hint)
     texts: list[str] = []
     token_ids: list[list[int]] = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    # JSON Lines end a record at "\n" only: str.splitlines() would also break at U+2028, U+2029
+    # and U+0085, which JSON allows raw inside a string (docs/reliability.md, "JSON Lines").
+    for number, line in enumerate(text.split("\n"), start=1):
+        line = line.removesuffix("\r")
         if not line.strip():
             continue
         try:
@@ -390,6 +397,12 @@ def load_prompts(path: Path, limit: int | None = None) -> PromptSet:
             value = value.get("prompt")
         if not isinstance(value, str) or not value.strip():
             raise UsageError(f"prompts file {path}: line {number}: prompt is missing or empty", hint)
+        if len(value) > MAX_PROMPT_CHARS:
+            raise UsageError(
+                f"prompts file {path}: line {number}: a prompt of {len(value):,} characters, more than "
+                f"MAX_PROMPT_CHARS ({MAX_PROMPT_CHARS:,}, one prompt's cap)",
+                "shorten it: a smoke test needs short prompts",
+            )
         texts.append(value)
     if texts and token_ids:
         raise UsageError(f"prompts file {path}: mixes text prompts and prompt_token_ids", "use one kind per file")

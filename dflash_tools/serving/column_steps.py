@@ -399,7 +399,8 @@ def config_resolution(view: EngineView, facts: DraftFacts) -> DraftFacts | None:
         hint = spec.unread_hint(facts.algorithm) if unread and spec is not None and facts.algorithm else resolution.hint
         view.note(
             "DFT078",
-            f"cannot load the config ({resolution.fix_key}): {resolution.error}",
+            f"{_release_name(view)} cannot load this draft: its config loader stops at "
+            f"{resolution.fix_key or 'the config'} ({resolution.error})",
             hint,
             keys=(resolution.fix_key,) if resolution.fix_key else (),
             values={"model_type": resolution.model_type, "transformers": resolution.transformers},

@@ -58,6 +58,7 @@ from pathlib import Path
 from typing import Any
 
 from dflash_tools.errors import DflashToolsError, SourceError, UsageError
+from dflash_tools.plan.presets import MAX_PROMPT_CHARS
 from dflash_tools.reading.checkpoint import read_small_file
 from dflash_tools.reading.json_hazards import JsonRefused, json_values_bound, loads_bounded
 
@@ -66,8 +67,6 @@ from dflash_tools.reading.json_hazards import JsonRefused, json_values_bound, lo
 MAX_DATASET_BYTES = 64 * 1024 * 1024
 MAX_DATASET_VALUES = 4_000_000
 MAX_ROWS = 1_000_000
-# One prompt (one turn of a row): the longest prompt of the five datasets is a few kilobytes.
-MAX_PROMPT_CHARS = 1024 * 1024
 MAX_TURNS = 64
 # Parquet rows decoded at a time.
 PARQUET_BATCH_ROWS = 1024

@@ -53,9 +53,19 @@ def test_dft076_names_the_release_and_what_stops_it() -> None:
     assert "DFLASH_TOOLS_REQUIRE_PLUGIN=1 stops vLLM if the plugin is missing" in finding.hint
 
 
-def test_dft070_says_the_release_cannot_load_it_and_how_to_convert() -> None:
-    finding = one("example:speculators-dflash", "DFT070", SGLANG)
-    assert finding.message.startswith(f"{SGLANG}: SGLang 0.5.23 cannot load this draft: it reads no speculators config")
+def test_dft070_says_the_release_cannot_load_it_and_what_to_write() -> None:
+    finding = one("example:open-spec", "DFT070", SGLANG)
+    assert finding.message.startswith(f"{SGLANG}: SGLang 0.5.23 cannot load this draft: it reads no open-spec config")
+    assert "write the z-lab form" in finding.hint
+
+
+def test_dft078_says_the_release_cannot_load_it_and_how_to_convert() -> None:
+    # SGLang loads a config through transformers' AutoConfig, which needs a top-level model_type that
+    # a speculators-format file does not have: it stops there, before any dialect is read.
+    finding = one("example:speculators-dflash", "DFT078", SGLANG)
+    assert finding.message.startswith(
+        f"{SGLANG}: SGLang 0.5.23 cannot load this draft: its config loader stops at model_type"
+    )
     assert finding.hint.startswith("convert it to the z-lab form")
 
 
