@@ -42,6 +42,7 @@ from dflash_tools.inspect import InspectReport
 from dflash_tools.serving.engine_model import AS_TRAINED
 from dflash_tools.serving.engine_verdicts import outcome_meaning
 from dflash_tools.serving.inspect_sources import inspect_request, inspect_sources
+from dflash_tools.serving.verdict import engine_verdict
 
 if TYPE_CHECKING:
     from dflash_tools.cli.inspect_cmd import InspectArgs
@@ -123,11 +124,15 @@ def _listed(names: list[str]) -> str:
     return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
 
 
-def engines_verdict(entries: dict[str, dict[str, Any]]) -> str:
-    """Which engine releases serve the draft as trained: of the --engine columns, else of every
-    release's table (`engine_verdicts`); empty when there are none (no config to apply them to)."""
+def engines_verdict(entries: dict[str, dict[str, Any]], *, judged: bool = False) -> str:
+    """Which engine releases serve the draft as trained: of the --engine columns (`judged`: they
+    set the exit code, and are said as `plan` says them, `serving.verdict.engine_verdict`), else
+    of every release's table (`engine_verdicts`, information only); empty when there are none."""
     if not entries:
         return ""
+    if judged:
+        _, words = engine_verdict([(_spec(e), Outcome(e["outcome"]) in AS_TRAINED) for e in entries.values()])
+        return f"engines: {words}"
     served = [_spec(e) for e in entries.values() if Outcome(e["outcome"]) in AS_TRAINED]
     others = [_spec(e) for e in entries.values() if Outcome(e["outcome"]) not in AS_TRAINED]
     if not served:
@@ -189,7 +194,9 @@ def render_report(
     doc = report.to_dict()
     verdict, engines_line = (
         _verdict(report, ok),
-        engines_verdict(doc.get("engines") or doc.get("engine_verdicts") or {}),
+        engines_verdict(doc["engines"], judged=True)
+        if doc.get("engines")
+        else engines_verdict(doc.get("engine_verdicts") or {}),
     )
     defined: set[str] = set()  # the outcome words defined on screen so far
     print_verdict(console, verdict, engines_line)

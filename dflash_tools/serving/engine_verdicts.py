@@ -7,8 +7,8 @@ no engine is read or imported, the vLLM installed here included) with the K it d
 query positions that K takes in the layout it serves. `inspect --engine` gives the whole column
 of the same view, with its findings and launch line.
 
-`OUTCOME_MEANINGS` says what each outcome word means, in the words inspect prints beside it the
-first time it appears (docs/inspect.md, "Engines").
+What each outcome word means is `serving.verdict.OUTCOME_WORDS`, printed beside it the first time
+it appears (docs/inspect.md, "Engines").
 """
 
 from __future__ import annotations
@@ -20,25 +20,11 @@ from dflash_tools.engine_rules import ENGINE_RULES, Outcome, json_key
 from dflash_tools.inspect import InspectReport
 from dflash_tools.serving.engine_model import DraftFacts, EngineView
 from dflash_tools.serving.engine_view import engine_view
-
-# One sentence per outcome word (`engine_rules.Outcome`), keyed by the word: the legend under
-# inspect's engine lines and columns. A release module that adds an outcome adds its line here
-# (tests/serving/test_engine_verdicts.py names a missing one).
-OUTCOME_MEANINGS: dict[str, str] = {
-    "served": "served as trained, by the engine itself",
-    "served-with-plugin": "served as trained, with the dflash-tools plugin installed with vLLM",
-    "misaligned": "served without an error in another layout than trained: every draft one "
-    "position off, acceptance collapses while the output stays correct",
-    "served-wrong": "served without an error, but not as trained (keys it ignores, layers it derives)",
-    "refused": "the engine stops at start-up",
-    "wont-load": "the engine cannot load the draft's config",
-    "unsupported": "the engine reads no config of this format, or has no loader for the draft",
-    "unchecked": "the engine has a loader, but dflash-tools reads no config of it: nothing is checked",
-}
+from dflash_tools.serving.verdict import OUTCOME_WORDS
 
 
 def outcome_meaning(outcome: str) -> str:
-    return OUTCOME_MEANINGS.get(outcome, "")
+    return OUTCOME_WORDS.get(outcome, "")
 
 
 @dataclass(frozen=True)

@@ -15,16 +15,20 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-# What an outcome word means (the `serves` row of inspect's and plan's engine tables; JSON
-# `outcome`), and the layout words of an engine column (JSON `layout`).
+# What an outcome word means (the `outcome` row of inspect's and plan's engine tables; JSON
+# `outcome`; one line per `engine_rules.Outcome`: a release module that adds an outcome adds its
+# line here, tests/cli/test_inspect_engine_verdicts.py names a missing one), and the layout words
+# of an engine column (JSON `layout`).
 OUTCOME_WORDS = {
-    "served": "served as trained by the engine itself",
-    "served-with-plugin": "served as trained with the dflash-tools plugin installed with vLLM",
-    "misaligned": "served one position off, without an error: acceptance collapses",
-    "served-wrong": "served without an error, but not as trained (keys it ignores)",
-    "refused": "the engine stops at start-up or when it builds the drafter",
-    "unsupported": "the engine reads no such config, or has no loader for it",
-    "unchecked": "the engine has a loader; dflash-tools reads no config of it (DFT008)",
+    "served": "served as trained, by the engine itself",
+    "served-with-plugin": "served as trained, with the dflash-tools plugin installed with vLLM",
+    "misaligned": "served without an error in another layout than trained: every draft one "
+    "position off, acceptance collapses while the output stays correct",
+    "served-wrong": "served without an error, but not as trained (keys it ignores, layers it derives)",
+    "refused": "the engine stops at start-up",
+    "wont-load": "the engine cannot load the draft's config",
+    "unsupported": "the engine reads no config of this format, or has no loader for the draft",
+    "unchecked": "the engine has a loader, but dflash-tools reads no config of it: nothing is checked",
 }
 LAYOUT_WORDS = {
     "bonus": "bonus-anchor layout: position 0 is the last verified token (K + 1 queries)",

@@ -87,9 +87,9 @@ def test_plain_inspect_of_an_anchor_first_draft_names_the_engines() -> None:
 
 
 def test_every_outcome_word_has_a_meaning() -> None:
-    from dflash_tools.serving.engine_verdicts import OUTCOME_MEANINGS
+    from dflash_tools.serving.verdict import OUTCOME_WORDS
 
-    assert {outcome.value for outcome in Outcome} <= set(OUTCOME_MEANINGS)
+    assert {outcome.value for outcome in Outcome} <= set(OUTCOME_WORDS)
 
 
 def test_no_engine_is_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -31,6 +31,8 @@ def test_plan_and_inspect_agree_on_an_anchor_first_draft() -> None:
     first = " ".join(out.split("\n\n")[0].splitlines()[:2])
     assert first.startswith("FAIL for sglang==0.5.23; OK for vllm==0.33.0, vllm==0.34.0: 1 error(s)")
     assert "the errors are theirs" not in out
+    # inspect --engine names the releases' verdict in plan's words (issue 34: one vocabulary).
+    assert "engines: FAIL for sglang==0.5.23; OK for vllm==0.33.0, vllm==0.34.0" in " ".join(inspected.stdout.split())
     assert "--engine vllm==0.33.0,vllm==0.34.0" in out  # how to ask for the releases that serve it
     document = json.loads(runner.invoke(app, ["plan", "-t", TARGET, "-d", ANCHOR, "--json"]).stdout)
     assert document["ok"] is False and document["exit_code"] == 1
