@@ -5,6 +5,8 @@
     run.py         `smoke_test(options)`: dry run, offline runs and cross-check, or a server
                    -> the result document (the command's core entry point)
     plan.py        drafts, target, K, layout, runner, environment -> a launch plan (no GPU)
+    run_plan.py    one run of the plan, typed: `Runner`, `Serving` (words only in JSON),
+                   `RunPlan`, and `ServerRun` (the run `--server` measures)
     vllm_plan.py   the plan's vLLM side: `serving.vllm_runtime` per run, the child's environment, DFT041
     runner.py      the process boundary: child process, timeout, log, markers
     child.py       `python -m dflash_tools.smoke.child`: dispatch a request to its engine

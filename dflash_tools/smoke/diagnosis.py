@@ -41,8 +41,9 @@ from dflash_tools.draft.profiles import config_differences
 
 if TYPE_CHECKING:
     from dflash_tools.plan.presets import Floor
-    from dflash_tools.smoke.plan import DraftPlan, RunPlan
+    from dflash_tools.smoke.plan import DraftPlan
     from dflash_tools.smoke.reference_al import ReferenceAL
+    from dflash_tools.smoke.run_plan import RunPlan
 
 # Preflight findings that bear on what the draft reads (docs/findings.md): the taps, the target's
 # widths and vocabulary, the mask token, RoPE, and a known checkpoint's published profile.

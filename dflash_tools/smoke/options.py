@@ -29,8 +29,7 @@ from typing import Any, Protocol
 
 from dflash_tools.errors import UsageError
 from dflash_tools.plan.presets import DraftEntry, Floor, Preset
-from dflash_tools.smoke.protocols import Protocol as SamplingProtocol
-from dflash_tools.smoke.protocols import greedy
+from dflash_tools.smoke.protocols import MeasurementProtocol, greedy
 
 DEFAULT_MAX_TOKENS = 128
 # A floor given with --floor sets the mean acceptance length; position 0 keeps the sanity floor's.
@@ -138,7 +137,7 @@ class SmokeOptions:
     # `--server-engine`: auto (told from how the server answers), vllm or sglang.
     server_engine: str = AUTO
     # `--protocol`: how the measurement decodes (smoke.protocols); None: greedy with `chat`.
-    protocol: SamplingProtocol | None = None
+    protocol: MeasurementProtocol | None = None
     # `--dataset`: where the prompts came from (smoke.datasets `DatasetPrompts.to_dict()`), and
     # the prompts of the protocol's warm-up requests (servers only).
     dataset: dict[str, Any] | None = None
@@ -153,7 +152,7 @@ class SmokeOptions:
     def __post_init__(self) -> None:
         self.engine = Runtime(self.engine)  # a caller's plain "vllm" is the same runtime
 
-    def resolved_protocol(self) -> SamplingProtocol:
+    def resolved_protocol(self) -> MeasurementProtocol:
         """The protocol as this test applies it: its sampling and chat, with the test's prompt count
         and tokens per answer."""
         import dataclasses
@@ -427,7 +426,7 @@ class _Prompts:
 def _prompts(
     args: SmokeArguments,
     preset: Preset | None,
-    protocol: SamplingProtocol | None,
+    protocol: MeasurementProtocol | None,
     num_prompts: int | None,
     sources: dict[str, Source],
 ) -> _Prompts:
@@ -482,7 +481,7 @@ def _optional_text(value: Any, name: str, *, path: bool = False) -> str | None:
 
 
 def _chat(
-    args: SmokeArguments, preset: Preset | None, protocol: SamplingProtocol | None, sources: dict[str, Source]
+    args: SmokeArguments, preset: Preset | None, protocol: MeasurementProtocol | None, sources: dict[str, Source]
 ) -> tuple[bool, bool]:
     """(chat, enable_thinking): the protocol's when one is named (a --chat/--no-chat that
     disagrees with it is a usage error), else the command line's, the preset's or off."""

@@ -30,7 +30,7 @@ from dflash_tools.draft.profiles import configs_dir
 from dflash_tools.errors import UsageError
 from dflash_tools.smoke import acceptance
 from dflash_tools.smoke.datasets import DATASETS
-from dflash_tools.smoke.protocols import Protocol, load_protocol
+from dflash_tools.smoke.protocols import MeasurementProtocol, load_protocol
 
 REFERENCES_SCHEMA_VERSION = 1
 AGGREGATIONS = ("mean_per_request", "pooled")
@@ -184,7 +184,7 @@ class Distance:
         }
 
 
-def same_sampling(run: Protocol, published: Protocol) -> bool:
+def same_sampling(run: MeasurementProtocol, published: MeasurementProtocol) -> bool:
     """Whether two protocols decode alike: sampling, chat and the chat template's switches."""
     return (
         run.temperature == published.temperature
@@ -194,7 +194,9 @@ def same_sampling(run: Protocol, published: Protocol) -> bool:
     )
 
 
-def distance(lengths: dict[str, Any], dataset: str, run_protocol: Protocol, reference: ReferenceSet) -> Distance:
+def distance(
+    lengths: dict[str, Any], dataset: str, run_protocol: MeasurementProtocol, reference: ReferenceSet
+) -> Distance:
     """How far a result's acceptance length (`acceptance_lengths` of a result) is from a reference.
 
     The measured value is taken in the reference's definition and aggregation (pooled when the

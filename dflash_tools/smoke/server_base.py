@@ -19,7 +19,7 @@ from dflash_tools import smoke_contract as contract
 from dflash_tools.errors import DflashToolsError, OperationError, UsageError
 from dflash_tools.smoke import acceptance
 from dflash_tools.smoke.metrics import SpecDecodeCounters
-from dflash_tools.smoke.protocols import Protocol, greedy
+from dflash_tools.smoke.protocols import MeasurementProtocol, greedy
 from dflash_tools.smoke.server_http import ServerClient, one_line
 
 ENGINES = ("auto", "vllm", "sglang")
@@ -43,7 +43,7 @@ class ServerOptions:
     run_timeout_s: float = 3600.0  # --run-timeout: the whole measurement
     engine: str = "auto"  # "auto" (detected), "vllm" or "sglang"
     # The sampling protocol (smoke.protocols); None: greedy with `chat` and `enable_thinking` above.
-    protocol: Protocol | None = None
+    protocol: MeasurementProtocol | None = None
     # Warm-up prompts (the protocol's `warmup` requests, not measured); None: the first prompts again.
     warmup_prompts: list[str] | list[list[int]] | None = None
     # Facts about where the prompts come from (smoke.datasets `DatasetPrompts.to_dict()`), reported as given.
@@ -52,7 +52,7 @@ class ServerOptions:
     # (`smoke.counter_relations.k_bound`; None: the largest K smoke-test serves).
     draft_k: int | None = None
 
-    def resolved_protocol(self) -> Protocol:
+    def resolved_protocol(self) -> MeasurementProtocol:
         """The protocol as this run applies it: its sampling, with the run's prompts and tokens."""
         protocol = self.protocol or greedy(chat=self.chat, enable_thinking=self.enable_thinking)
         return dataclasses.replace(protocol, max_tokens=self.max_tokens, num_prompts=len(self.prompts))
