@@ -76,7 +76,7 @@ BOUNDS: dict[str, Bound] = {
         Bound("--repeat", "timed repetitions of each run", 1, 1000, True),
         Bound("--min-time", "seconds of timed windows each run repeats to", 0, 86_400, False),
         Bound("-k", "draft tokens per step (K)", 1, MAX_K, True),
-        # No option of their own: a protocol file's (smoke.protocols) and the API's
+        # No option of their own: a protocol file's (smoke.workloads.protocols) and the API's
         # `load_dataset_prompts(warmup=...)`, as many as there may be prompts.
         Bound("warmup", "warm-up requests before the measured ones", 0, 100_000, True),
         Bound("top_k", "the sampling's top-k (0: off)", 0, 2**31 - 1, True),

@@ -12,7 +12,7 @@ Every number is checked for type, finiteness and range here, before any arithmet
 (`check_numbers`): a NaN timeout or a K of a billion is a one-line usage error naming the option.
 
 Imports: `serving` (the presets, the K parser and whether an engine is installed), `reading`
-(the bounded JSON reader), `smoke.protocols` and `smoke.datasets` (what `--protocol` and
+(the bounded JSON reader), `smoke.workloads.protocols` and `smoke.workloads.datasets` (what `--protocol` and
 `--dataset` name).
 """
 
@@ -29,7 +29,7 @@ from typing import Any, Protocol
 
 from dflash_tools.errors import UsageError
 from dflash_tools.plan.presets import DraftEntry, Floor, Preset
-from dflash_tools.smoke.protocols import MeasurementProtocol, greedy
+from dflash_tools.smoke.workloads.protocols import MeasurementProtocol, greedy
 
 DEFAULT_MAX_TOKENS = 128
 # A floor given with --floor sets the mean acceptance length; position 0 keeps the sanity floor's.
@@ -119,7 +119,7 @@ class SmokeOptions:
     chat: bool = False
     enable_thinking: bool = False
     floor: Floor | None = None
-    # `--reference-al`: a mean acceptance length measured like this run (`smoke.reference_al`).
+    # `--reference-al`: a mean acceptance length measured like this run (`smoke.workloads.reference_al`).
     reference_al: float | None = None
     inherited_env: Mapping[str, str] = field(default_factory=dict)
     # `-k 3,5,7` / `-k 3-7`: run each K (two or more values; one value is num_speculative_tokens).
@@ -136,9 +136,9 @@ class SmokeOptions:
     server: ServerTarget | None = None
     # `--server-engine`: auto (told from how the server answers), vllm or sglang.
     server_engine: str = AUTO
-    # `--protocol`: how the measurement decodes (smoke.protocols); None: greedy with `chat`.
+    # `--protocol`: how the measurement decodes (smoke.workloads.protocols); None: greedy with `chat`.
     protocol: MeasurementProtocol | None = None
-    # `--dataset`: where the prompts came from (smoke.datasets `DatasetPrompts.to_dict()`), and
+    # `--dataset`: where the prompts came from (smoke.workloads.datasets `DatasetPrompts.to_dict()`), and
     # the prompts of the protocol's warm-up requests (servers only).
     dataset: dict[str, Any] | None = None
     warmup_prompts: list[str] | None = None
@@ -274,7 +274,7 @@ def resolve_options(args: SmokeArguments, preset: Preset | None = None) -> Smoke
     from dflash_tools.plan import presets
     from dflash_tools.serving.k_values import parse_k_values
     from dflash_tools.smoke import limits
-    from dflash_tools.smoke.protocols import load_protocol
+    from dflash_tools.smoke.workloads.protocols import load_protocol
 
     limits.check_arguments(args)
     if preset is None and args.preset:
@@ -432,7 +432,7 @@ def _prompts(
 ) -> _Prompts:
     """The prompts: a dataset's rows (`--dataset`, in the protocol's order), else a prompts file."""
     from dflash_tools.plan import presets
-    from dflash_tools.smoke.datasets import load_dataset_prompts
+    from dflash_tools.smoke.workloads.datasets import load_dataset_prompts
 
     dataset = _optional_text(_given(args, "dataset", None), "dataset")
     dataset_file = _optional_text(_given(args, "dataset_file", None), "dataset_file", path=True)

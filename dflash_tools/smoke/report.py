@@ -24,8 +24,8 @@ from dflash_tools.plan.presets import Floor
 from dflash_tools.smoke import cross_check, diagnosis, sweep, timing
 from dflash_tools.smoke.plan import DraftPlan, SmokePlan
 from dflash_tools.smoke.prefix_check import prefix_caching_identity, prefix_caching_reasons, token_identity
-from dflash_tools.smoke.reference_al import ReferenceAL
 from dflash_tools.smoke.run_plan import RunPlan, Serving
+from dflash_tools.smoke.workloads.reference_al import ReferenceAL
 
 SCHEMA_VERSION = 1
 CLEAR_MARGIN = 0.10
@@ -482,9 +482,9 @@ def _reference_check(
     results: dict[str, contract.SmokeResult],
     plan: SmokePlan,
 ) -> ReferenceAL | None:
-    """The draft's reference acceptance length (`smoke.reference_al`), and each run it applies to
+    """The draft's reference acceptance length (`smoke.workloads.reference_al`), and each run it applies to
     judged against it: below its margin, a reason (comparable) or a warning (not)."""
-    from dflash_tools.smoke import reference_al
+    from dflash_tools.smoke.workloads import reference_al
 
     options = plan.options
     reference: ReferenceAL | None = None
@@ -517,8 +517,9 @@ def _reference_check(
 
 def _references(draft: DraftPlan, result: contract.SmokeResult | None, plan: SmokePlan) -> dict[str, Any]:
     """A run's acceptance lengths in both definitions and its distance from every published
-    reference for its draft and dataset (`smoke.references`), measured under the run's protocol."""
-    from dflash_tools.smoke import acceptance, references
+    reference for its draft and dataset (`smoke.workloads.references`), measured under the run's protocol."""
+    from dflash_tools.smoke import acceptance
+    from dflash_tools.smoke.workloads import references
 
     if result is None or not result["ok"]:
         return {}

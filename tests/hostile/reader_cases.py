@@ -147,7 +147,7 @@ def protocol_file(folder: Path, **fields: Any) -> Path:
 
 def load_protocol_file(**fields: Any) -> Callable[[Path], Any]:
     def call(folder: Path) -> Any:
-        from dflash_tools.smoke.protocols import load_protocol
+        from dflash_tools.smoke.workloads.protocols import load_protocol
 
         return load_protocol(str(protocol_file(folder, **fields)))
 
@@ -155,7 +155,7 @@ def load_protocol_file(**fields: Any) -> Callable[[Path], Any]:
 
 
 def sparse_protocol(folder: Path) -> Any:
-    from dflash_tools.smoke.protocols import load_protocol
+    from dflash_tools.smoke.workloads.protocols import load_protocol
 
     path = folder / "sparse.json"
     with open(path, "wb") as handle:
@@ -219,7 +219,7 @@ def options_with(**given: Any) -> Callable[[Path], Any]:
 
 def load_file(text_or_bytes: str | bytes, **arguments: Any) -> Callable[[Path], Any]:
     def call(folder: Path) -> Any:
-        from dflash_tools.smoke.datasets import load_dataset_prompts
+        from dflash_tools.smoke.workloads.datasets import load_dataset_prompts
 
         raw = text_or_bytes.encode("utf-8") if isinstance(text_or_bytes, str) else text_or_bytes
         path = gsm8k_file(folder, raw=raw)
@@ -242,7 +242,7 @@ def cache_round_trip(question: str) -> Callable[[Path], Any]:
     """The cache as the tool writes it (after a `datasets` load), then read back as the next run does."""
 
     def call(folder: Path) -> Any:
-        from dflash_tools.smoke import datasets
+        from dflash_tools.smoke.workloads import datasets
 
         spec = datasets.dataset_spec("gsm8k")
         turns = [spec.turns({"question": question}, "row 1"), spec.turns({"question": "plain"}, "row 2")]
@@ -253,7 +253,7 @@ def cache_round_trip(question: str) -> Callable[[Path], Any]:
 
 
 def unreadable_cache(folder: Path) -> Any:
-    from dflash_tools.smoke.datasets import load_dataset_prompts
+    from dflash_tools.smoke.workloads.datasets import load_dataset_prompts
 
     (folder / "gsm8k.jsonl").write_bytes(b'{"turns": ["ok"]}\n{"turns": [\xff\n')
     return load_dataset_prompts("gsm8k", 1, cache=folder)
@@ -261,7 +261,7 @@ def unreadable_cache(folder: Path) -> Any:
 
 def dataset_api(*args: Any, file: bool = True, **kwargs: Any) -> Callable[[Path], Any]:
     def call(folder: Path) -> Any:
-        from dflash_tools.smoke.datasets import load_dataset_prompts
+        from dflash_tools.smoke.workloads.datasets import load_dataset_prompts
 
         if file and "path" not in kwargs:
             kwargs["path"] = gsm8k_file(folder)
@@ -278,7 +278,7 @@ def parquet_file(build: Callable[[Any], Any]) -> Callable[[Path], Any]:
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        from dflash_tools.smoke.datasets import load_dataset_prompts
+        from dflash_tools.smoke.workloads.datasets import load_dataset_prompts
 
         path = folder / "test-00000-of-00001.parquet"
         table = build(pa)

@@ -3,7 +3,7 @@
 An acceptance length is only comparable to another measured under the same protocol: greedy
 decoding accepts more drafts than sampling at T = 1, and a thinking answer differs from a plain
 one. A run names its protocol, and a published reference names the one it was measured under
-(`smoke.references`), so that a verdict can say "same protocol" or how the two differ.
+(`smoke.workloads.references`), so that a verdict can say "same protocol" or how the two differ.
 
 A protocol file: `schema_version` 1, `name`, `description`, `source` (where its settings come
 from), `temperature`, `top_p` (null: the server's default), `top_k` (null or 0: off), `chat`,
