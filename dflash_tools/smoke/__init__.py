@@ -1,5 +1,7 @@
 """`smoke-test`: prove drafts on a GPU through vLLM (or the torch reference engine).
 
+    arguments.py   `SmokeArguments`: each option the command takes, declared once (the CLI's
+                   `SmokeTestArgs` derives from it); standard library only, on the `--help` path
     options.py     `Runtime`; `resolve_options`: arguments + preset -> `SmokeOptions` (each
                    value with its source)
     run.py         `smoke_test(options)`: dry run, offline runs and cross-check, or a server

@@ -99,8 +99,7 @@ ARGUMENTS = {
 
 
 def check_arguments(args: Any) -> None:
-    """Each number of the command line (`smoke.options.SmokeArguments`, or a Python caller's
-    object with the same names), before it is used."""
+    """Each number of the command line (`smoke.arguments.SmokeArguments`), before it is used."""
     for option, attribute in ARGUMENTS.items():
         BOUNDS[option].check(getattr(args, attribute, None))
 

@@ -5,8 +5,8 @@ with where its value comes from (uv's settings style: arguments, else the preset
 
 `Runtime` names where the generation runs (the choice that travels through smoke-test, never a
 bare string); `SmokeOptions` is everything the command line or a preset says about one smoke test;
-`SmokeArguments` is what `resolve_options` reads from a command line (the CLI passes its parsed
-options).
+`SmokeArguments` (`smoke.arguments`: each option declared once, the CLI's options derive from it)
+is what `resolve_options` reads.
 
 Every number is checked for type, finiteness and range here, before any arithmetic
 (`check_numbers`): a NaN timeout or a K of a billion is a one-line usage error naming the option.
@@ -25,10 +25,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from dflash_tools.errors import UsageError
 from dflash_tools.plan.presets import DraftEntry, Floor, Preset
+from dflash_tools.smoke.arguments import SmokeArguments as SmokeArguments
 from dflash_tools.smoke.workloads.protocols import MeasurementProtocol, greedy
 
 DEFAULT_MAX_TOKENS = 128
@@ -189,83 +190,6 @@ class SmokeOptions:
         return self.cross_check if self.cross_check is not None else self.on_cpu
 
 
-class SmokeArguments(Protocol):
-    """What `resolve_options` reads from a command line: None (or an empty list) is not given."""
-
-    @property
-    def target(self) -> str | None: ...
-    @property
-    def drafts(self) -> Sequence[str] | None: ...
-    @property
-    def preset(self) -> str | None: ...
-    @property
-    def num_speculative_tokens(self) -> str | None: ...  # `-k` as typed: one K, a list or a range
-    @property
-    def runtime(self) -> str: ...  # auto, vllm or torch
-    @property
-    def device(self) -> str | None: ...
-    @property
-    def dtype(self) -> str | None: ...
-    @property
-    def tensor_parallel_size(self) -> int | None: ...
-    @property
-    def max_model_len(self) -> int | None: ...
-    @property
-    def engine_arg(self) -> Sequence[str] | None: ...  # KEY=VALUE, the value JSON where it parses
-    @property
-    def env(self) -> Sequence[str] | None: ...  # KEY=VALUE
-    @property
-    def seed(self) -> int: ...
-    @property
-    def run_timeout(self) -> float: ...
-    @property
-    def prefix_caching_check(self) -> bool | None: ...
-    @property
-    def cross_check(self) -> bool | None: ...
-    @property
-    def prompts_file(self) -> str | None: ...
-    @property
-    def num_prompts(self) -> int | None: ...
-    @property
-    def max_tokens(self) -> int | None: ...
-    @property
-    def chat(self) -> bool | None: ...
-    @property
-    def dry_run(self) -> bool: ...
-    @property
-    def no_baseline(self) -> bool: ...
-    @property
-    def compare_layouts(self) -> bool: ...
-    @property
-    def floor(self) -> float | None: ...
-    @property
-    def require_identical(self) -> bool: ...
-    @property
-    def force(self) -> bool: ...
-    @property
-    def server(self) -> str | None: ...
-    @property
-    def server_model(self) -> str | None: ...
-    @property
-    def api_key(self) -> str | None: ...
-    @property
-    def concurrency(self) -> int: ...
-    @property
-    def revision(self) -> str | None: ...
-    @property
-    def target_revision(self) -> str | None: ...
-    @property
-    def token(self) -> str | None: ...
-    @property
-    def timeout(self) -> float: ...  # each Hub request
-    @property
-    def output_dir(self) -> Path | None: ...
-
-    # Added later; a caller's object may lack them (read with `_given`, None when absent).
-    # server_engine: str ("auto", "vllm", "sglang"); protocol: str | None (a name or a .json
-    # file); dataset: str | None; dataset_file: str | None; repeat: int | None; min_time: float | None
-
-
 def resolve_options(args: SmokeArguments, preset: Preset | None = None) -> SmokeOptions:
     """Every option resolved once: the command line's value, else the protocol's (`--protocol`:
     prompts, tokens, chat), else the preset's (`preset`, or the one `args.preset` names), else the
@@ -293,14 +217,14 @@ def resolve_options(args: SmokeArguments, preset: Preset | None = None) -> Smoke
         sources[name] = Source.DEFAULT
         return default
 
-    protocol_name = _given(args, "protocol", None)
+    protocol_name = args.protocol
     protocol = load_protocol(protocol_name) if protocol_name else None
     if protocol is not None:
         sources["protocol"] = Source.ARGUMENT
     k_values = parse_k_values(args.num_speculative_tokens) if args.num_speculative_tokens else None
     limits.check_k_values(k_values)
     drafts = _draft_entries(args.drafts, preset, args.revision, sources)
-    server_engine = _given(args, "server_engine", AUTO)
+    server_engine = args.server_engine
     runtime = _server_runtime(server_engine) if args.server else Runtime.resolve(args.runtime)
     sources["engine"] = Source.ARGUMENT if args.server or args.runtime != AUTO else Source.DEFAULT
     num_prompts = pick(
@@ -365,7 +289,7 @@ def resolve_options(args: SmokeArguments, preset: Preset | None = None) -> Smoke
         protocol=protocol,
         dataset=prompts.dataset,
         warmup_prompts=prompts.warmup,
-        repeat=_given(args, "repeat", None),
+        repeat=args.repeat,
         min_time_s=_min_time(args),
         sources=sources,
     )
@@ -381,15 +305,9 @@ def resolve_options(args: SmokeArguments, preset: Preset | None = None) -> Smoke
     return options
 
 
-def _given(args: SmokeArguments, name: str, default: Any) -> Any:
-    """An argument added after `SmokeArguments` was first published: a caller's object without it
-    has not given it."""
-    return getattr(args, name, default)
-
-
 def _reference_al(args: SmokeArguments) -> float | None:
     """`--reference-al`: a mean acceptance length, at least 1 (one token per step is the least)."""
-    value = _given(args, "reference_al", None)
+    value = args.reference_al
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 1:
@@ -402,7 +320,7 @@ def _reference_al(args: SmokeArguments) -> float | None:
 
 def _min_time(args: SmokeArguments) -> float:
     """`--min-time` (0 is a value: the minimum repetitions alone), else MIN_TIMED_S."""
-    given = _given(args, "min_time", None)
+    given = args.min_time
     return MIN_TIMED_S if given is None else float(given)
 
 
@@ -434,8 +352,8 @@ def _prompts(
     from dflash_tools.plan import presets
     from dflash_tools.smoke.workloads.datasets import load_dataset_prompts
 
-    dataset = _optional_text(_given(args, "dataset", None), "dataset")
-    dataset_file = _optional_text(_given(args, "dataset_file", None), "dataset_file", path=True)
+    dataset = _optional_text(args.dataset, "dataset")
+    dataset_file = _optional_text(args.dataset_file, "dataset_file", path=True)
     if dataset_file is not None and dataset is None:
         raise UsageError("--dataset-file needs --dataset NAME (which dataset the file holds)", "e.g. --dataset gsm8k")
     if dataset is not None:

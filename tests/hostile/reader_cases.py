@@ -175,21 +175,12 @@ def gsm8k_file(folder: Path, rows: int = 3, question: str = "What is 2 + 2?", ra
     return path
 
 
-class Args:
-    """The command line's options as `resolve_options` reads them (`smoke.options.SmokeArguments`)."""
+def smoke_arguments(**given: Any) -> Any:
+    """The command line's options as `resolve_options` reads them (`smoke.arguments.SmokeArguments`),
+    with the checks these tests do not exercise off."""
+    from dflash_tools.smoke.arguments import SmokeArguments
 
-    def __init__(self, **given: Any) -> None:
-        defaults: dict[str, Any] = {
-            "target": None, "drafts": None, "preset": None, "num_speculative_tokens": None, "runtime": "auto",
-            "device": None, "dtype": None, "tensor_parallel_size": None, "max_model_len": None, "engine_arg": None,
-            "env": None, "seed": 0, "run_timeout": 3600.0, "prefix_caching_check": True, "cross_check": False,
-            "prompts_file": None, "num_prompts": None, "max_tokens": None, "chat": None, "dry_run": True,
-            "no_baseline": False, "compare_layouts": False, "floor": None, "require_identical": False,
-            "force": False, "server": None, "server_model": None, "api_key": None, "concurrency": 1,
-            "revision": None, "target_revision": None, "token": None, "timeout": None, "output_dir": None,
-        }  # fmt: skip
-        for name, value in {**defaults, **given}.items():
-            setattr(self, name, value)
+    return SmokeArguments(**{**{"prefix_caching_check": True, "cross_check": False, "dry_run": True}, **given})
 
 
 def protocol_through_options(**fields: Any) -> Callable[[Path], Any]:
@@ -200,7 +191,9 @@ def protocol_through_options(**fields: Any) -> Callable[[Path], Any]:
         from dflash_tools.smoke.options import resolve_options
 
         path = protocol_file(folder, order="shuffled-42", **fields)
-        return resolve_options(Args(protocol=str(path), dataset="gsm8k", dataset_file=str(gsm8k_file(folder))))
+        return resolve_options(
+            smoke_arguments(protocol=str(path), dataset="gsm8k", dataset_file=str(gsm8k_file(folder)))
+        )
 
     return call
 
@@ -209,7 +202,7 @@ def options_with(**given: Any) -> Callable[[Path], Any]:
     def call(folder: Path) -> Any:
         from dflash_tools.smoke.options import resolve_options
 
-        return resolve_options(Args(**given))
+        return resolve_options(smoke_arguments(**given))
 
     return call
 
