@@ -11,7 +11,7 @@ command has its core entry point here (docs/python-api.md):
   source); convert: `plan_conversion`, `convert_checkpoint`, `push_folder`;
 - plan: `plan_launch(PlanRequest(...))` (or `plan_request(PlanOptions(...))` to merge a preset as the
   CLI does);
-- smoke-test: `smoke_test(SmokeOptions(...))` (or `resolve_options(args)`, as the CLI does).
+- smoke-test: `smoke_test(SmokeOptions(...))` (or `resolve_options(SmokeArguments(...))`, as the CLI does).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ __all__ = [
     "PlanOptions",
     "PlanRequest",
     "Runtime",
+    "SmokeArguments",
     "SmokeOptions",
     "__version__",
     "convert_checkpoint",
@@ -51,6 +52,7 @@ if TYPE_CHECKING:
     from dflash_tools.plan.request import plan_request
     from dflash_tools.plan.run import plan_launch
     from dflash_tools.serving.inspect_sources import InspectRequest, InspectResult, inspect_checkpoint, inspect_sources
+    from dflash_tools.smoke.arguments import SmokeArguments
     from dflash_tools.smoke.options import Runtime, SmokeOptions, resolve_options
     from dflash_tools.smoke.run import smoke_test
 
@@ -67,6 +69,7 @@ _LAZY = {
     "PlanOptions": "dflash_tools.plan.options",
     "plan_request": "dflash_tools.plan.request",
     "Runtime": "dflash_tools.smoke.options",
+    "SmokeArguments": "dflash_tools.smoke.arguments",
     "SmokeOptions": "dflash_tools.smoke.options",
     "resolve_options": "dflash_tools.smoke.options",
     "smoke_test": "dflash_tools.smoke.run",

@@ -133,9 +133,9 @@ acceptance_lengths      both definitions side by side: {"vllm": DEF, "sglang": D
 per_position            {"available": bool, "source", "note"}: where `accepted_per_position` comes
                         from (vLLM's per-position counters, SGLang's histogram of accepted drafts
                         per step), or why it is not available (then `accepted_per_position` is [])
-protocol                the sampling protocol of the run (smoke.protocols `Protocol.to_dict()`:
+protocol                the sampling protocol of the run (smoke.workloads.protocols `MeasurementProtocol.to_dict()`:
                         name, summary, temperature, top_p, top_k, chat, chat_template_kwargs, ...)
-dataset                 where the prompts came from (smoke.datasets `DatasetPrompts.to_dict()`),
+dataset                 where the prompts came from (smoke.workloads.datasets `DatasetPrompts.to_dict()`),
                         when a dataset supplied them
 `engine_details` of a server measurement also holds: server, server_engine ("vllm" | "sglang"),
 detected_by, model, concurrency; for SGLang server_version, speculative_algorithm,

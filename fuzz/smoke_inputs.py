@@ -25,10 +25,10 @@ from typing import Any
 
 from dflash_tools.errors import UsageError
 from dflash_tools.smoke import counter_relations as relations
-from dflash_tools.smoke.datasets import cache_line, dataset_spec, json_lines
 from dflash_tools.smoke.limits import BOUNDS, MAX_K
 from dflash_tools.smoke.metrics import MetricsError, counters_from_prometheus
-from dflash_tools.smoke.protocols import parse_protocol
+from dflash_tools.smoke.workloads.datasets import cache_line, dataset_spec, json_lines
+from dflash_tools.smoke.workloads.protocols import parse_protocol
 
 Run = Callable[[], str]
 

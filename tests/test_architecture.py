@@ -18,13 +18,15 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = "dflash_tools"
 
 # Top level of dflash_tools/: the public facade and the packages, nothing else.
-FACADE = {"__init__.py", "__main__.py", "errors.py", "_version.py", "findings.py", "smoke_contract.py"}
+FACADE = {"__init__.py", "__main__.py", "errors.py", "_version.py", "findings.py", "smoke_contract.py", "documents.py"}
 
-# What each package may import from dflash_tools (a name covers its submodules). `errors` and
-# `_version` import nothing of ours and may be imported everywhere.
-ANYWHERE = {"errors", "_version", "findings"}
+# What each package may import from dflash_tools (a name covers its submodules). `errors`,
+# `_version`, `findings` and `documents` (the one JSON encoder of results) import nothing of ours
+# and may be imported everywhere.
+ANYWHERE = {"errors", "_version", "findings", "documents"}
 ALLOWED: dict[str, set[str]] = {
     "findings": set(),
+    "documents": set(),
     "smoke_contract": set(),
     "files": set(),
     "reading": {"files"},

@@ -278,7 +278,7 @@ def _floors(floor: dict[str, Any]) -> str:
 
 
 def _reference_cell(draft: dict[str, Any], run: dict[str, Any]) -> str:
-    """The draft's reference acceptance length (`smoke.reference_al`) and the floor it sets, on the
+    """The draft's reference acceptance length (`smoke.workloads.reference_al`) and the floor it sets, on the
     run it judges (the declared layout at its K)."""
     reference = draft.get("reference")
     if not reference or run.get("layout_role") == "flipped":

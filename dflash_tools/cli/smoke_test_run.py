@@ -15,7 +15,7 @@ from dflash_tools.cli._errors import handle_errors
 from dflash_tools.cli._output import OutputFormat, safe_text, stderr_console, write_json
 from dflash_tools.cli.smoke_test_render import labelled, render
 from dflash_tools.errors import UsageError
-from dflash_tools.smoke.plan import RunPlan
+from dflash_tools.smoke.run_plan import RunPlan
 
 __all__ = ["render", "run"]
 

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from dflash_tools.convert.plan import ConvertPlan
+from dflash_tools.documents import JsonDocument, json_rules
 from dflash_tools.findings import Finding, Severity
 from dflash_tools.inspect import InspectReport
 
@@ -15,17 +16,11 @@ BACKUP_SUFFIX = ".bak"
 
 
 @dataclass(frozen=True)
-class FileRecord:
+class FileRecord(JsonDocument):
     path: str
     action: str  # "write" | "hardlink" | "copy" | "symlink" | "repack" | "omit" | planned: "link"
     bytes: int = 0
-    detail: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"path": self.path, "action": self.action, "bytes": self.bytes}
-        if self.detail:
-            out["detail"] = self.detail
-        return out
+    detail: str = field(default="", metadata=json_rules(omit_empty=True))
 
 
 @dataclass
@@ -96,10 +91,7 @@ class ConvertResult:
 
 
 @dataclass(frozen=True)
-class PushResult:
+class PushResult(JsonDocument):
     repo_id: str
     commit_url: str | None
     pr_url: str | None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"repo_id": self.repo_id, "commit_url": self.commit_url, "pr_url": self.pr_url}

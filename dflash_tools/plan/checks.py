@@ -22,9 +22,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from dflash_tools.documents import JsonDocument, json_rules
 from dflash_tools.draft.description import DraftDescription
 from dflash_tools.draft.geometry import layout_name, num_query_tokens
 from dflash_tools.draft.model_limits import shown_integer
@@ -127,7 +128,7 @@ _SETTING_HINTS = {
 
 
 @dataclass(frozen=True)
-class AttentionDims:
+class AttentionDims(JsonDocument):
     """What the KV cache and tensor parallelism of one model depend on."""
 
     name: str
@@ -139,19 +140,6 @@ class AttentionDims:
     layer_types: tuple[str, ...]  # one per layer: full_attention, sliding_attention or another kind
     sliding_window: int | None
     dtype: str | None  # the dtype its config declares (`torch_dtype` / `dtype`), if any
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "num_hidden_layers": self.num_hidden_layers,
-            "num_attention_heads": self.num_attention_heads,
-            "num_key_value_heads": self.num_key_value_heads,
-            "head_dim": self.head_dim,
-            "vocab_size": self.vocab_size,
-            "layer_types": list(self.layer_types),
-            "sliding_window": self.sliding_window,
-            "dtype": self.dtype,
-        }
 
 
 def target_dims(target: TargetDescription, name: str) -> AttentionDims:
@@ -208,27 +196,17 @@ def _config_dtype(config: dict[str, Any]) -> str | None:
 
 
 @dataclass(frozen=True)
-class TokenBudget:
+class TokenBudget(JsonDocument):
     max_num_seqs: int
     num_speculative_tokens: int
-    sample_from_anchor: bool
+    sample_from_anchor: bool = field(metadata=json_rules(name="layout", encode=layout_name))
     num_query_tokens: int
-    required: int  # max_num_seqs x num_query_tokens
+    required: int = field(
+        metadata=json_rules(name="required_max_num_batched_tokens")
+    )  # max_num_seqs x num_query_tokens
     max_num_batched_tokens: int | None
     ok: bool
     message: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "max_num_seqs": self.max_num_seqs,
-            "num_speculative_tokens": self.num_speculative_tokens,
-            "layout": layout_name(self.sample_from_anchor),
-            "num_query_tokens": self.num_query_tokens,
-            "required_max_num_batched_tokens": self.required,
-            "max_num_batched_tokens": self.max_num_batched_tokens,
-            "ok": self.ok,
-            "message": self.message,
-        }
 
 
 def check_token_budget(
@@ -274,13 +252,10 @@ def padded_vocab(vocab_size: int, pad_to: int = VOCAB_PADDING) -> int:
 
 
 @dataclass(frozen=True)
-class TensorParallelProblem:
+class TensorParallelProblem(JsonDocument):
     model: str
     key: str
     message: str
-
-    def to_dict(self) -> dict[str, str]:
-        return {"model": self.model, "key": self.key, "message": self.message}
 
 
 @dataclass(frozen=True)

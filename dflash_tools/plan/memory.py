@@ -16,8 +16,9 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import ClassVar
 
+from dflash_tools.documents import JsonDocument, json_rules
 from dflash_tools.plan.checks import FULL_ATTENTION, SLIDING_ATTENTION, AttentionDims
 from dflash_tools.reading.safetensors_header import DTYPE_BITS, TensorHeader
 
@@ -58,7 +59,7 @@ def gib(value: int | float) -> str:
 
 
 @dataclass(frozen=True)
-class WeightBytes:
+class WeightBytes(JsonDocument):
     """A checkpoint's weights: bytes as stored by dtype, and in memory on one tensor-parallel rank."""
 
     stored_by_dtype: dict[str, int]
@@ -67,16 +68,6 @@ class WeightBytes:
     per_rank: int  # on one rank: matrices split evenly, vectors (norms, biases) on every rank
     tensor_parallel_size: int
     serving_dtype: str | None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "stored_by_dtype": dict(self.stored_by_dtype),
-            "stored_total": self.stored_total,
-            "loaded_total": self.loaded_total,
-            "per_rank": self.per_rank,
-            "tensor_parallel_size": self.tensor_parallel_size,
-            "serving_dtype": self.serving_dtype,
-        }
 
 
 def weight_bytes(
@@ -109,7 +100,7 @@ def weight_bytes(
 
 
 @dataclass(frozen=True)
-class KvLayout:
+class KvLayout(JsonDocument):
     """Per-token KV bytes of one model on one tensor-parallel rank.
 
     Full-attention layers hold every token of a sequence; sliding-window layers at most the window
@@ -125,6 +116,12 @@ class KvLayout:
     sliding_layers: int
     sliding_window: int | None
     uncounted_layers: dict[str, int] = field(default_factory=dict)
+
+    json_properties: ClassVar[Mapping[str, str]] = {
+        "bytes_per_token_per_layer": "bytes_per_token_per_layer",
+        "full_bytes_per_token": "full_bytes_per_token",
+        "sliding_bytes_per_token": "sliding_bytes_per_token",
+    }
 
     @property
     def bytes_per_token_per_layer(self) -> int:
@@ -152,21 +149,6 @@ class KvLayout:
             length, in_flight_tokens
         )
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "kv_heads_per_rank": self.kv_heads_per_rank,
-            "head_dim": self.head_dim,
-            "dtype_bytes": self.dtype_bytes,
-            "full_layers": self.full_layers,
-            "sliding_layers": self.sliding_layers,
-            "sliding_window": self.sliding_window,
-            "uncounted_layers": dict(self.uncounted_layers),
-            "bytes_per_token_per_layer": self.bytes_per_token_per_layer,
-            "full_bytes_per_token": self.full_bytes_per_token,
-            "sliding_bytes_per_token": self.sliding_bytes_per_token,
-        }
-
 
 def kv_layout(dims: AttentionDims, kv_dtype_bytes: int, tensor_parallel_size: int = 1) -> KvLayout:
     """KV heads are split across the ranks; with fewer KV heads than ranks each rank keeps one
@@ -190,7 +172,7 @@ def kv_layout(dims: AttentionDims, kv_dtype_bytes: int, tensor_parallel_size: in
 
 
 @dataclass(frozen=True)
-class MemoryFit:
+class MemoryFit(JsonDocument):
     gpu_memory_bytes: int
     gpu_memory_utilization: float
     usable_bytes: int  # gpu_memory x utilization
@@ -202,23 +184,7 @@ class MemoryFit:
     kv_tokens: int  # tokens of KV that fit, in requests of max_model_len
     fits: bool
     message: str
-    layouts: tuple[KvLayout, ...] = ()
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "gpu_memory_bytes": self.gpu_memory_bytes,
-            "gpu_memory_utilization": self.gpu_memory_utilization,
-            "usable_bytes": self.usable_bytes,
-            "weights_bytes": self.weights_bytes,
-            "kv_budget_bytes": self.kv_budget_bytes,
-            "max_model_len": self.max_model_len,
-            "sequence_bytes": self.sequence_bytes,
-            "max_sequences": self.max_sequences,
-            "kv_tokens": self.kv_tokens,
-            "fits": self.fits,
-            "message": self.message,
-            "kv": [layout.to_dict() for layout in self.layouts],
-        }
+    layouts: tuple[KvLayout, ...] = field(default=(), metadata=json_rules(name="kv"))
 
 
 def check_memory(

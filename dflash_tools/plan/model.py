@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from dflash_tools.documents import JsonDocument
 from dflash_tools.draft.target import TargetDescription
 from dflash_tools.engine_rules import EngineRules, json_key
 from dflash_tools.errors import EXIT_FINDINGS, EXIT_OK
@@ -100,15 +101,12 @@ class PlanRequest:
 
 
 @dataclass(frozen=True)
-class Setting:
+class Setting(JsonDocument):
     """One resolved serving setting and where its value comes from."""
 
     value: int | float | str
     source: str  # GIVEN, PRESET, DEFAULT, RAISED, CONFIG
     note: str = ""  # for a default: which of the release's defaults (its table's note)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"value": self.value, "source": self.source, "note": self.note}
 
 
 @dataclass

@@ -107,7 +107,7 @@ MAX_PRESET_VALUES = 100_000
 # Prompts may be pre-tokenized (a few thousand ids a line): larger, but still bounded.
 MAX_PROMPTS_BYTES = 64 * 1024 * 1024
 MAX_PROMPTS_VALUES = 2_000_000
-# One prompt (of --prompts, or one turn of a dataset row, smoke.datasets): the longest prompt of
+# One prompt (of --prompts, or one turn of a dataset row, smoke.workloads.datasets): the longest prompt of
 # the five datasets smoke-test knows is a few kilobytes.
 MAX_PROMPT_CHARS = 1024 * 1024
 _PRESET_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")

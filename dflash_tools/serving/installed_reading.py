@@ -32,6 +32,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from dflash_tools.documents import JsonDocument, json_rules
 from dflash_tools.draft.geometry import num_query_tokens
 from dflash_tools.engine_rules import EngineRules, FormatRule, KeyRead, Layout, Outcome, Route
 from dflash_tools.findings import Finding, make_finding
@@ -44,16 +45,16 @@ OK, RAISED, SKIPPED, UNAVAILABLE = "ok", "raised", "skipped", "unavailable"
 
 
 @dataclass(frozen=True)
-class ReadStep:
+class ReadStep(JsonDocument):
     """One step of the engine's own load path, run on the draft: what it read or what it raised."""
 
-    name: str
-    cite: str
+    name: str = field(metadata=json_rules(name="step"))
+    cite: str = field(metadata=json_rules(name="from"))
     status: str  # ok | raised | skipped | unavailable
     read: dict[str, Any] = field(default_factory=dict)
-    raised: str = ""  # "ValueError: ...": what the engine raised
-    at: str = ""  # where (vllm/config/speculative.py:1642)
-    why: str = ""  # why it was skipped or could not run
+    raised: str = field(default="", metadata=json_rules(omit_empty=True))  # "ValueError: ...": what the engine raised
+    at: str = field(default="", metadata=json_rules(omit_empty=True))  # where (vllm/config/speculative.py:1642)
+    why: str = field(default="", metadata=json_rules(omit_empty=True))  # why it was skipped or could not run
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ReadStep:
@@ -66,13 +67,6 @@ class ReadStep:
             at=str(data.get("at", "")),
             why=str(data.get("why", "")),
         )
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"step": self.name, "from": self.cite, "status": self.status, "read": self.read}
-        for name in ("raised", "at", "why"):
-            if getattr(self, name):
-                out[name] = getattr(self, name)
-        return out
 
 
 @dataclass(frozen=True)
@@ -150,7 +144,7 @@ class EngineReading:
 
 
 @dataclass(frozen=True)
-class Disagreement:
+class Disagreement(JsonDocument):
     """One field where the table's column and the installed engine differ; `evidence`: the
     engine's step that read it (its file and function)."""
 
@@ -158,9 +152,6 @@ class Disagreement:
     table: Any
     engine: Any
     evidence: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"field": self.field, "table": self.table, "engine": self.engine, "evidence": self.evidence}
 
     def phrase(self) -> str:
         return f"{self.field}: the table says {_shown(self.table)}, the engine {_shown(self.engine)}"

@@ -8,7 +8,9 @@ says which of these holds; the installed vLLM's comes from its files
 plugin installed with it on the serving host.
 
 The documents word it as they always have (docs/inspect.md, docs/smoke-test.md); each wording is
-derived here, from the state, in one place:
+derived from the state in one place: here, except smoke-test's run `serving`, which is the member
+of its own `smoke.run_plan.Serving` that `Serving.of(state, needed=...)` picks (smoke-test is a
+layer above this one):
 
 | state            | `inspect --engine` column `plugin` | smoke-test run `serving` | capability `anchor_first` |
 |------------------|------------------------------------|--------------------------|---------------------------|
@@ -56,19 +58,6 @@ def engine_column_word(state: PluginState, *, needed: bool, plugin_supported: bo
     if state is PluginState.ASSUMED and plugin_supported:
         return "needed"
     return "missing"
-
-
-def smoke_serving_word(state: PluginState, *, needed: bool) -> str:
-    """JSON `drafts[].runs[].serving` of smoke-test, for a vLLM run."""
-    if not needed:
-        return "stock"
-    if state is PluginState.NATIVE:
-        return "native"
-    if state in (PluginState.ACTIVE, PluginState.NOT_LOADED):
-        return "plugin"
-    if state in (PluginState.ABSENT, PluginState.ASSUMED):
-        return "unknown"
-    return "unavailable"
 
 
 def anchor_first_word(state: PluginState, *, v1_serves_them_silently: bool) -> str:

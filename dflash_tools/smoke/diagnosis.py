@@ -17,7 +17,7 @@ token, in the same layout. So:
   trained K (DFT014), prompts unlike the training data (thinking on for a non-thinking draft),
   or a draft that is weak at later positions.
 
-What the draft was measured with, where a reference knows it (`smoke.reference_al`), comes
+What the draft was measured with, where a reference knows it (`smoke.workloads.reference_al`), comes
 before these general causes: a draft whose very weights reached a reference under another config
 (a bundled demo's) names the config keys that differ, which is where the acceptance went; and
 prompts other than those it was measured on come first, because a draft trained on one kind of
@@ -41,8 +41,9 @@ from dflash_tools.draft.profiles import config_differences
 
 if TYPE_CHECKING:
     from dflash_tools.plan.presets import Floor
-    from dflash_tools.smoke.plan import DraftPlan, RunPlan
-    from dflash_tools.smoke.reference_al import ReferenceAL
+    from dflash_tools.smoke.plan import DraftPlan
+    from dflash_tools.smoke.run_plan import RunPlan
+    from dflash_tools.smoke.workloads.reference_al import ReferenceAL
 
 # Preflight findings that bear on what the draft reads (docs/findings.md): the taps, the target's
 # widths and vocabulary, the mask token, RoPE, and a known checkpoint's published profile.

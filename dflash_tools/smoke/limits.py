@@ -76,7 +76,7 @@ BOUNDS: dict[str, Bound] = {
         Bound("--repeat", "timed repetitions of each run", 1, 1000, True),
         Bound("--min-time", "seconds of timed windows each run repeats to", 0, 86_400, False),
         Bound("-k", "draft tokens per step (K)", 1, MAX_K, True),
-        # No option of their own: a protocol file's (smoke.protocols) and the API's
+        # No option of their own: a protocol file's (smoke.workloads.protocols) and the API's
         # `load_dataset_prompts(warmup=...)`, as many as there may be prompts.
         Bound("warmup", "warm-up requests before the measured ones", 0, 100_000, True),
         Bound("top_k", "the sampling's top-k (0: off)", 0, 2**31 - 1, True),
@@ -99,8 +99,7 @@ ARGUMENTS = {
 
 
 def check_arguments(args: Any) -> None:
-    """Each number of the command line (`smoke.options.SmokeArguments`, or a Python caller's
-    object with the same names), before it is used."""
+    """Each number of the command line (`smoke.arguments.SmokeArguments`), before it is used."""
     for option, attribute in ARGUMENTS.items():
         BOUNDS[option].check(getattr(args, attribute, None))
 

@@ -5,14 +5,14 @@ with where its value comes from (uv's settings style: arguments, else the preset
 
 `Runtime` names where the generation runs (the choice that travels through smoke-test, never a
 bare string); `SmokeOptions` is everything the command line or a preset says about one smoke test;
-`SmokeArguments` is what `resolve_options` reads from a command line (the CLI passes its parsed
-options).
+`SmokeArguments` (`smoke.arguments`: each option declared once, the CLI's options derive from it)
+is what `resolve_options` reads.
 
 Every number is checked for type, finiteness and range here, before any arithmetic
 (`check_numbers`): a NaN timeout or a K of a billion is a one-line usage error naming the option.
 
 Imports: `serving` (the presets, the K parser and whether an engine is installed), `reading`
-(the bounded JSON reader), `smoke.protocols` and `smoke.datasets` (what `--protocol` and
+(the bounded JSON reader), `smoke.workloads.protocols` and `smoke.workloads.datasets` (what `--protocol` and
 `--dataset` name).
 """
 
@@ -25,12 +25,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from dflash_tools.errors import UsageError
 from dflash_tools.plan.presets import DraftEntry, Floor, Preset
-from dflash_tools.smoke.protocols import Protocol as SamplingProtocol
-from dflash_tools.smoke.protocols import greedy
+from dflash_tools.smoke.arguments import SmokeArguments as SmokeArguments
+from dflash_tools.smoke.workloads.protocols import MeasurementProtocol, greedy
 
 DEFAULT_MAX_TOKENS = 128
 # A floor given with --floor sets the mean acceptance length; position 0 keeps the sanity floor's.
@@ -120,7 +120,7 @@ class SmokeOptions:
     chat: bool = False
     enable_thinking: bool = False
     floor: Floor | None = None
-    # `--reference-al`: a mean acceptance length measured like this run (`smoke.reference_al`).
+    # `--reference-al`: a mean acceptance length measured like this run (`smoke.workloads.reference_al`).
     reference_al: float | None = None
     inherited_env: Mapping[str, str] = field(default_factory=dict)
     # `-k 3,5,7` / `-k 3-7`: run each K (two or more values; one value is num_speculative_tokens).
@@ -137,9 +137,9 @@ class SmokeOptions:
     server: ServerTarget | None = None
     # `--server-engine`: auto (told from how the server answers), vllm or sglang.
     server_engine: str = AUTO
-    # `--protocol`: how the measurement decodes (smoke.protocols); None: greedy with `chat`.
-    protocol: SamplingProtocol | None = None
-    # `--dataset`: where the prompts came from (smoke.datasets `DatasetPrompts.to_dict()`), and
+    # `--protocol`: how the measurement decodes (smoke.workloads.protocols); None: greedy with `chat`.
+    protocol: MeasurementProtocol | None = None
+    # `--dataset`: where the prompts came from (smoke.workloads.datasets `DatasetPrompts.to_dict()`), and
     # the prompts of the protocol's warm-up requests (servers only).
     dataset: dict[str, Any] | None = None
     warmup_prompts: list[str] | None = None
@@ -153,7 +153,7 @@ class SmokeOptions:
     def __post_init__(self) -> None:
         self.engine = Runtime(self.engine)  # a caller's plain "vllm" is the same runtime
 
-    def resolved_protocol(self) -> SamplingProtocol:
+    def resolved_protocol(self) -> MeasurementProtocol:
         """The protocol as this test applies it: its sampling and chat, with the test's prompt count
         and tokens per answer."""
         import dataclasses
@@ -190,83 +190,6 @@ class SmokeOptions:
         return self.cross_check if self.cross_check is not None else self.on_cpu
 
 
-class SmokeArguments(Protocol):
-    """What `resolve_options` reads from a command line: None (or an empty list) is not given."""
-
-    @property
-    def target(self) -> str | None: ...
-    @property
-    def drafts(self) -> Sequence[str] | None: ...
-    @property
-    def preset(self) -> str | None: ...
-    @property
-    def num_speculative_tokens(self) -> str | None: ...  # `-k` as typed: one K, a list or a range
-    @property
-    def runtime(self) -> str: ...  # auto, vllm or torch
-    @property
-    def device(self) -> str | None: ...
-    @property
-    def dtype(self) -> str | None: ...
-    @property
-    def tensor_parallel_size(self) -> int | None: ...
-    @property
-    def max_model_len(self) -> int | None: ...
-    @property
-    def engine_arg(self) -> Sequence[str] | None: ...  # KEY=VALUE, the value JSON where it parses
-    @property
-    def env(self) -> Sequence[str] | None: ...  # KEY=VALUE
-    @property
-    def seed(self) -> int: ...
-    @property
-    def run_timeout(self) -> float: ...
-    @property
-    def prefix_caching_check(self) -> bool | None: ...
-    @property
-    def cross_check(self) -> bool | None: ...
-    @property
-    def prompts_file(self) -> str | None: ...
-    @property
-    def num_prompts(self) -> int | None: ...
-    @property
-    def max_tokens(self) -> int | None: ...
-    @property
-    def chat(self) -> bool | None: ...
-    @property
-    def dry_run(self) -> bool: ...
-    @property
-    def no_baseline(self) -> bool: ...
-    @property
-    def compare_layouts(self) -> bool: ...
-    @property
-    def floor(self) -> float | None: ...
-    @property
-    def require_identical(self) -> bool: ...
-    @property
-    def force(self) -> bool: ...
-    @property
-    def server(self) -> str | None: ...
-    @property
-    def server_model(self) -> str | None: ...
-    @property
-    def api_key(self) -> str | None: ...
-    @property
-    def concurrency(self) -> int: ...
-    @property
-    def revision(self) -> str | None: ...
-    @property
-    def target_revision(self) -> str | None: ...
-    @property
-    def token(self) -> str | None: ...
-    @property
-    def timeout(self) -> float: ...  # each Hub request
-    @property
-    def output_dir(self) -> Path | None: ...
-
-    # Added later; a caller's object may lack them (read with `_given`, None when absent).
-    # server_engine: str ("auto", "vllm", "sglang"); protocol: str | None (a name or a .json
-    # file); dataset: str | None; dataset_file: str | None; repeat: int | None; min_time: float | None
-
-
 def resolve_options(args: SmokeArguments, preset: Preset | None = None) -> SmokeOptions:
     """Every option resolved once: the command line's value, else the protocol's (`--protocol`:
     prompts, tokens, chat), else the preset's (`preset`, or the one `args.preset` names), else the
@@ -275,7 +198,7 @@ def resolve_options(args: SmokeArguments, preset: Preset | None = None) -> Smoke
     from dflash_tools.plan import presets
     from dflash_tools.serving.k_values import parse_k_values
     from dflash_tools.smoke import limits
-    from dflash_tools.smoke.protocols import load_protocol
+    from dflash_tools.smoke.workloads.protocols import load_protocol
 
     limits.check_arguments(args)
     if preset is None and args.preset:
@@ -294,14 +217,14 @@ def resolve_options(args: SmokeArguments, preset: Preset | None = None) -> Smoke
         sources[name] = Source.DEFAULT
         return default
 
-    protocol_name = _given(args, "protocol", None)
+    protocol_name = args.protocol
     protocol = load_protocol(protocol_name) if protocol_name else None
     if protocol is not None:
         sources["protocol"] = Source.ARGUMENT
     k_values = parse_k_values(args.num_speculative_tokens) if args.num_speculative_tokens else None
     limits.check_k_values(k_values)
     drafts = _draft_entries(args.drafts, preset, args.revision, sources)
-    server_engine = _given(args, "server_engine", AUTO)
+    server_engine = args.server_engine
     runtime = _server_runtime(server_engine) if args.server else Runtime.resolve(args.runtime)
     sources["engine"] = Source.ARGUMENT if args.server or args.runtime != AUTO else Source.DEFAULT
     num_prompts = pick(
@@ -366,7 +289,7 @@ def resolve_options(args: SmokeArguments, preset: Preset | None = None) -> Smoke
         protocol=protocol,
         dataset=prompts.dataset,
         warmup_prompts=prompts.warmup,
-        repeat=_given(args, "repeat", None),
+        repeat=args.repeat,
         min_time_s=_min_time(args),
         sources=sources,
     )
@@ -382,15 +305,9 @@ def resolve_options(args: SmokeArguments, preset: Preset | None = None) -> Smoke
     return options
 
 
-def _given(args: SmokeArguments, name: str, default: Any) -> Any:
-    """An argument added after `SmokeArguments` was first published: a caller's object without it
-    has not given it."""
-    return getattr(args, name, default)
-
-
 def _reference_al(args: SmokeArguments) -> float | None:
     """`--reference-al`: a mean acceptance length, at least 1 (one token per step is the least)."""
-    value = _given(args, "reference_al", None)
+    value = args.reference_al
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 1:
@@ -403,7 +320,7 @@ def _reference_al(args: SmokeArguments) -> float | None:
 
 def _min_time(args: SmokeArguments) -> float:
     """`--min-time` (0 is a value: the minimum repetitions alone), else MIN_TIMED_S."""
-    given = _given(args, "min_time", None)
+    given = args.min_time
     return MIN_TIMED_S if given is None else float(given)
 
 
@@ -427,16 +344,16 @@ class _Prompts:
 def _prompts(
     args: SmokeArguments,
     preset: Preset | None,
-    protocol: SamplingProtocol | None,
+    protocol: MeasurementProtocol | None,
     num_prompts: int | None,
     sources: dict[str, Source],
 ) -> _Prompts:
     """The prompts: a dataset's rows (`--dataset`, in the protocol's order), else a prompts file."""
     from dflash_tools.plan import presets
-    from dflash_tools.smoke.datasets import load_dataset_prompts
+    from dflash_tools.smoke.workloads.datasets import load_dataset_prompts
 
-    dataset = _optional_text(_given(args, "dataset", None), "dataset")
-    dataset_file = _optional_text(_given(args, "dataset_file", None), "dataset_file", path=True)
+    dataset = _optional_text(args.dataset, "dataset")
+    dataset_file = _optional_text(args.dataset_file, "dataset_file", path=True)
     if dataset_file is not None and dataset is None:
         raise UsageError("--dataset-file needs --dataset NAME (which dataset the file holds)", "e.g. --dataset gsm8k")
     if dataset is not None:
@@ -482,7 +399,7 @@ def _optional_text(value: Any, name: str, *, path: bool = False) -> str | None:
 
 
 def _chat(
-    args: SmokeArguments, preset: Preset | None, protocol: SamplingProtocol | None, sources: dict[str, Source]
+    args: SmokeArguments, preset: Preset | None, protocol: MeasurementProtocol | None, sources: dict[str, Source]
 ) -> tuple[bool, bool]:
     """(chat, enable_thinking): the protocol's when one is named (a --chat/--no-chat that
     disagrees with it is a usage error), else the command line's, the preset's or off."""

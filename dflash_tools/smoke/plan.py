@@ -39,7 +39,8 @@ from dflash_tools.plan.presets import SANITY_FLOOR, DraftEntry, Floor
 from dflash_tools.reading.source import load_checkpoint
 from dflash_tools.serving.vllm_capability import VllmCapability
 from dflash_tools.serving.vllm_runtime import VllmRuntime
-from dflash_tools.smoke.options import SmokeOptions
+from dflash_tools.smoke.options import Runtime, SmokeOptions
+from dflash_tools.smoke.run_plan import Runner, RunPlan, Serving
 from dflash_tools.smoke.vllm_plan import (
     V2_ENV,
     engine_env,
@@ -51,51 +52,6 @@ from dflash_tools.smoke.vllm_plan import (
 )
 
 ADDITIONAL_CONFIG_KEY = "dflash_tools"
-
-
-@dataclass
-class RunPlan:
-    """One child process: one draft served in one layout."""
-
-    label: str
-    slug: str
-    layout_role: str  # "declared" | "flipped"
-    sample_from_anchor: bool | None  # None: not known (a server measured without its draft)
-    num_speculative_tokens: int
-    num_query_tokens: int | None
-    runner: str  # "v2" | "auto" | "n/a" (`VllmRuntime.runner`)
-    # "stock" | "native" | "plugin" | "unknown" | "unavailable" (`plugin_state.smoke_serving_word`),
-    # "unsupported" (--compare-layouts), "n/a" (torch), "server" (--server)
-    serving: str
-    env: dict[str, str]
-    request: contract.SmokeRequest | None
-    skip_reason: str | None = None
-    sweep: bool = False  # one K of a `-k` sweep
-    # Warnings about this K from the geometry rules (a sweep's K above the trained K, unused taps).
-    notes: list[str] = field(default_factory=list)
-
-    @property
-    def prefix_caching_check(self) -> bool:
-        return bool(self.request and self.request.get("prefix_caching_check"))
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "label": self.label,
-            "slug": self.slug,
-            "layout_role": self.layout_role,
-            "layout": layout_name(self.sample_from_anchor) if self.sample_from_anchor is not None else None,
-            "sample_from_anchor": self.sample_from_anchor,
-            "num_speculative_tokens": self.num_speculative_tokens,
-            "num_query_tokens": self.num_query_tokens,
-            "runner": self.runner,
-            "serving": self.serving,
-            "env": dict(self.env),
-            "skip_reason": self.skip_reason,
-            "sweep": self.sweep,
-            "notes": list(self.notes),
-            "prefix_caching_check": self.prefix_caching_check,
-            "request": dict(self.request) if self.request is not None else None,
-        }
 
 
 @dataclass
@@ -156,7 +112,7 @@ class DraftPlan:
 
 @dataclass
 class SmokePlan:
-    engine: str
+    engine: Runtime
     target: str | None
     target_spec: TargetDescription | None
     capability: VllmCapability | None
@@ -223,7 +179,7 @@ def _on_cpu(device: str | None) -> bool:
 def _request(
     *,
     options: SmokeOptions,
-    engine: str,
+    engine: Runtime,
     report: InspectReport,
     source: str,
     label: str,
@@ -231,7 +187,7 @@ def _request(
     k: int,
     sample_from_anchor: bool,
     runtime: VllmRuntime | None,
-    serving: str,
+    serving: Serving,
     env: dict[str, str],
 ) -> contract.SmokeRequest:
     desc = report.description
@@ -242,7 +198,7 @@ def _request(
     queries = num_query_tokens(k, sample_from_anchor)
     request: contract.SmokeRequest = {
         "schema_version": contract.SCHEMA_VERSION,
-        "engine": engine,
+        "engine": engine.value,
         "target": _target_for_engine(options.target),
         "draft": served,
         "algorithm": desc.algorithm.value,
@@ -292,7 +248,7 @@ def _request(
         request["engine_args"] = engine_args
         request["speculative_config"] = speculative
         request["draft_config_overrides"] = dict(runtime.config_overrides)
-        request["plugin_required"] = serving == "plugin"
+        request["plugin_required"] = serving is Serving.PLUGIN
     return contract.validate_request(request)
 
 
@@ -300,7 +256,7 @@ def plan_draft(
     index: int,
     entry: DraftEntry,
     options: SmokeOptions,
-    engine: str,
+    engine: Runtime,
     target_spec: TargetDescription | None,
     capability: VllmCapability | None,
 ) -> DraftPlan:
@@ -350,7 +306,7 @@ def plan_draft(
             sample_from_anchor=sample_from_anchor,
             num_speculative_tokens=run_k,
             num_query_tokens=num_query_tokens(run_k, sample_from_anchor),
-            runner=runtime.runner if runtime is not None else "n/a",
+            runner=Runner.of(runtime),
             serving=serving,
             env=env,
             request=_request(
@@ -382,7 +338,7 @@ def plan_draft(
                 label if role == "declared" else flipped_label,
                 base + ("" if role == "declared" else "-flipped"),
             )
-            if role == "flipped" and run.serving == "unavailable":
+            if role == "flipped" and run.serving is Serving.UNAVAILABLE:
                 run.skip_reason = f"the installed vLLM cannot serve the flipped ({layout_name(sample_from_anchor)}) layout: {unavailable_reason(capability)}"
             plan.runs.append(run)
         _ask_prefix_caching_check(plan.declared_run, options)
@@ -398,16 +354,16 @@ def plan_draft(
         errors
         and options.compare_layouts
         and declared_run is not None
-        and declared_run.serving == "unavailable"
+        and declared_run.serving is Serving.UNAVAILABLE
         and all(layout_unavailable(f) for f in errors)
     ):
         # --compare-layouts asks what this vLLM does with the draft as published: launch the
         # declared layout anyway and judge what actually happened (a refusal, or a silent
         # change of layout the observed query positions and the acceptance show).
-        declared_run.serving = "unsupported"
+        declared_run.serving = Serving.UNSUPPORTED
         # With this vLLM's own runner choice, as a user's plain launch would get: forcing V2 here
         # would only show that runner's refusal (on CPU: "Model Runner V2 requires Triton").
-        declared_run.runner = "auto"
+        declared_run.runner = Runner.AUTO
         declared_run.env = {k: v for k, v in declared_run.env.items() if k != V2_ENV or V2_ENV in options.env}
         if declared_run.request is not None:
             declared_run.request["env"] = dict(declared_run.env)

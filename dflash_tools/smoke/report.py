@@ -22,9 +22,10 @@ from dflash_tools.draft.geometry import layout_name
 from dflash_tools.errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE
 from dflash_tools.plan.presets import Floor
 from dflash_tools.smoke import cross_check, diagnosis, sweep, timing
-from dflash_tools.smoke.plan import DraftPlan, RunPlan, SmokePlan
+from dflash_tools.smoke.plan import DraftPlan, SmokePlan
 from dflash_tools.smoke.prefix_check import prefix_caching_identity, prefix_caching_reasons, token_identity
-from dflash_tools.smoke.reference_al import ReferenceAL
+from dflash_tools.smoke.run_plan import RunPlan, Serving
+from dflash_tools.smoke.workloads.reference_al import ReferenceAL
 
 SCHEMA_VERSION = 1
 CLEAR_MARGIN = 0.10
@@ -60,7 +61,7 @@ def layout_cause(run: RunPlan, result: contract.SmokeResult | None) -> str | Non
         return None
     k = run.num_speculative_tokens
     if not result["ok"]:
-        if run.serving == "unsupported":
+        if run.serving is Serving.UNSUPPORTED:
             return f"vLLM refused the anchor-first draft: {result['error']}"
         return None
     observed = result["query_positions_per_step"] or []
@@ -166,7 +167,7 @@ def judge_run(
         )
         (verdict.reasons if require_identical else verdict.warnings).append(message)
     plugin = (result.get("engine_details") or {}).get("plugin")
-    if run.serving == "plugin" and isinstance(plugin, dict) and not plugin.get("active"):
+    if run.serving is Serving.PLUGIN and isinstance(plugin, dict) and not plugin.get("active"):
         verdict.reasons.append("the dflash-tools plugin was required but did not report itself active")
     if verdict.reasons:
         verdict.status = "fail"
@@ -379,7 +380,7 @@ def build_document(
         "mode": mode,
         "ok": code == EXIT_OK,
         "exit_code": code,
-        "engine": plan.engine,
+        "engine": plan.engine.value,
         "target": plan.target_spec.to_dict() if plan.target_spec else {"source": plan.target},
         "vllm": plan.capability.to_dict() if plan.capability else None,
         "prompts": {
@@ -481,9 +482,9 @@ def _reference_check(
     results: dict[str, contract.SmokeResult],
     plan: SmokePlan,
 ) -> ReferenceAL | None:
-    """The draft's reference acceptance length (`smoke.reference_al`), and each run it applies to
+    """The draft's reference acceptance length (`smoke.workloads.reference_al`), and each run it applies to
     judged against it: below its margin, a reason (comparable) or a warning (not)."""
-    from dflash_tools.smoke import reference_al
+    from dflash_tools.smoke.workloads import reference_al
 
     options = plan.options
     reference: ReferenceAL | None = None
@@ -516,8 +517,9 @@ def _reference_check(
 
 def _references(draft: DraftPlan, result: contract.SmokeResult | None, plan: SmokePlan) -> dict[str, Any]:
     """A run's acceptance lengths in both definitions and its distance from every published
-    reference for its draft and dataset (`smoke.references`), measured under the run's protocol."""
-    from dflash_tools.smoke import acceptance, references
+    reference for its draft and dataset (`smoke.workloads.references`), measured under the run's protocol."""
+    from dflash_tools.smoke import acceptance
+    from dflash_tools.smoke.workloads import references
 
     if result is None or not result["ok"]:
         return {}

@@ -29,7 +29,8 @@ from dflash_tools.errors import TORCH_INSTALL_HINT, VLLM_INSTALL_HINT, UsageErro
 from dflash_tools.plan.presets import SANITY_FLOOR
 from dflash_tools.smoke import report
 from dflash_tools.smoke.options import Runtime, SmokeOptions
-from dflash_tools.smoke.plan import DraftPlan, RunPlan, SmokePlan, plan_draft, resolve_plan
+from dflash_tools.smoke.plan import DraftPlan, SmokePlan, plan_draft, resolve_plan
+from dflash_tools.smoke.run_plan import RunPlan, ServerRun
 from dflash_tools.smoke.runner import CHILD_COMMAND_ENV, execute_plan, execute_references
 
 # The vLLM CPU build smoke-test suggests on a machine without a GPU (docs/cpu-smoke.md).
@@ -181,17 +182,11 @@ def _server_document(options: SmokeOptions) -> dict[str, Any]:
     if draft_plan is None:
         draft_plan = DraftPlan(source=server.url, label=served_model, findings=[], floor=options.floor or SANITY_FLOOR)
     declared = draft_plan.declared_run
-    run = RunPlan(
+    run = ServerRun(
         label=draft_plan.label,
-        slug="01-server",
-        layout_role="declared",
         sample_from_anchor=declared.sample_from_anchor if declared else None,
         num_speculative_tokens=declared.num_speculative_tokens if declared else measured_k,
         num_query_tokens=declared.num_query_tokens if declared else None,
-        runner="n/a",
-        serving="server",
-        env={},
-        request=None,
     )
     if draft_plan.refusal is not None:
         # Nothing is launched in server mode: preflight errors are reported, not a refusal.

@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from dflash_tools import smoke_contract as contract
-from dflash_tools.smoke.plan import RunPlan, SmokePlan
+from dflash_tools.smoke.plan import SmokePlan
+from dflash_tools.smoke.run_plan import RunPlan
 from dflash_tools.vllm_plugin.markers import MARKER_DIR_ENV, read_markers, summarize
 
 CHILD_COMMAND_ENV = "DFLASH_TOOLS_SMOKE_CHILD"

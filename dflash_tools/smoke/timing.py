@@ -18,11 +18,12 @@ Pure functions over contract results.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from dflash_tools import smoke_contract as contract
+from dflash_tools.documents import JsonDocument
 
 # A figure whose spread is wider than this share of its median is flagged as noisy in the report
 # even where it ranks nothing (a single run's speed-up): rerun longer or with more repetitions.
@@ -30,13 +31,15 @@ WIDE_SPREAD = 0.10
 
 
 @dataclass(frozen=True)
-class Spread:
+class Spread(JsonDocument):
     """The median of `samples` measurements and their range."""
 
     median: float
     low: float
     high: float
     samples: int
+
+    json_properties: ClassVar[Mapping[str, str]] = {"relative_spread": "relative"}
 
     @property
     def relative(self) -> float | None:
@@ -53,15 +56,6 @@ class Spread:
     def ahead_of(self, other: Spread) -> bool:
         """Faster beyond both spreads: this figure's slowest repetition beats the other's fastest."""
         return self.samples > 1 and other.samples > 1 and self.low > other.high
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "median": self.median,
-            "low": self.low,
-            "high": self.high,
-            "samples": self.samples,
-            "relative_spread": self.relative,
-        }
 
 
 def spread_of(values: Sequence[float]) -> Spread | None:

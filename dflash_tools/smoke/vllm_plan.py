@@ -17,10 +17,11 @@ from dflash_tools.engine_rules import VLLM_V2_ENV, EngineRules, get_rules, vllm_
 from dflash_tools.findings import Finding, Severity, make_finding
 from dflash_tools.inspect import InspectReport
 from dflash_tools.serving.engine_model import DraftFacts
-from dflash_tools.serving.plugin_state import PluginState, smoke_serving_word
+from dflash_tools.serving.plugin_state import PluginState
 from dflash_tools.serving.vllm_capability import VllmCapability
 from dflash_tools.serving.vllm_runtime import VllmRuntime, reads_of, vllm_runtime
-from dflash_tools.smoke.options import SmokeOptions
+from dflash_tools.smoke.options import Runtime, SmokeOptions
+from dflash_tools.smoke.run_plan import Serving
 from dflash_tools.vllm_plugin.markers import ENTRY_POINT_NAME, REQUIRE_ENV
 
 V2_ENV = VLLM_V2_ENV
@@ -41,23 +42,23 @@ def _vllm_release(capability: VllmCapability | None) -> tuple[EngineRules | None
 
 
 def runtime_for(
-    engine: str, report: InspectReport, sample_from_anchor: bool, capability: VllmCapability | None
+    engine: Runtime, report: InspectReport, sample_from_anchor: bool, capability: VllmCapability | None
 ) -> VllmRuntime | None:
     """How the installed vLLM (not inspected: a vLLM without a table) runs this draft in this
     layout; None for the torch engine."""
     desc = report.description
-    if engine != "vllm" or desc is None:
+    if engine is not Runtime.VLLM or desc is None:
         return None
     facts = DraftFacts.of(desc.raw_config, desc, report.geometry, source=report.loaded.source, draft="")
     rules, has_v1_runner = _vllm_release(capability)
     return vllm_runtime(rules, facts, sample_from_anchor, has_v1_runner=has_v1_runner)
 
 
-def serving_of(runtime: VllmRuntime | None, capability: VllmCapability | None) -> str:
+def serving_of(runtime: VllmRuntime | None, capability: VllmCapability | None) -> Serving:
     if runtime is None:
-        return "n/a"
+        return Serving.NOT_VLLM
     state = capability.plugin_state if capability is not None else PluginState.ABSENT
-    return smoke_serving_word(state, needed=runtime.needs_plugin)
+    return Serving.of(state, needed=runtime.needs_plugin)
 
 
 def unavailable_reason(capability: VllmCapability | None) -> str:
@@ -95,7 +96,7 @@ def vllm_findings(
             )
         )
     serving = serving_of(runtime, capability)
-    if serving == "unavailable":
+    if serving is Serving.UNAVAILABLE:
         findings.append(
             make_finding(
                 "DFT041",
@@ -147,7 +148,7 @@ def vllm_findings(
     return findings
 
 
-def engine_env(runtime: VllmRuntime | None, serving: str, options: SmokeOptions) -> dict[str, str]:
+def engine_env(runtime: VllmRuntime | None, serving: Serving, options: SmokeOptions) -> dict[str, str]:
     if runtime is None:
         return dict(options.env)
     # The runner selector only where V1 exists (a release with V2 alone merely warns that the
@@ -157,9 +158,9 @@ def engine_env(runtime: VllmRuntime | None, serving: str, options: SmokeOptions)
     if device.startswith("cuda:"):
         env["CUDA_VISIBLE_DEVICES"] = device.split(":", 1)[1]
     env.update(options.env)
-    if serving == "plugin":
+    if serving is Serving.PLUGIN:
         env[REQUIRE_ENV] = "1"
-    if serving in ("plugin", "unknown"):
+    if serving.may_load_plugin:
         allowlist = env.get("VLLM_PLUGINS", options.inherited_env.get("VLLM_PLUGINS"))
         if allowlist is not None and ENTRY_POINT_NAME not in [n.strip() for n in allowlist.split(",")]:
             env["VLLM_PLUGINS"] = ",".join([n for n in allowlist.split(",") if n.strip()] + [ENTRY_POINT_NAME])

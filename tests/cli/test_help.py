@@ -209,6 +209,8 @@ def test_help_and_a_command_help_import_no_command_module() -> None:
             pass
         options = sys.modules.get("dflash_tools.plan.options")
         assert options is None or "__dataclass_fields__" not in vars(options.PlanOptions)
+        arguments = sys.modules.get("dflash_tools.smoke.arguments")
+        assert arguments is None or "__dataclass_fields__" not in vars(arguments.SmokeArguments)
         print(json.dumps(sorted(sys.modules)), file=sys.stderr)
         """
     )
@@ -223,10 +225,12 @@ def test_help_and_a_command_help_import_no_command_module() -> None:
         "dflash_tools.cli._output",
         "dflash_tools.cli._signals",  # SIGTERM / SIGHUP handled from the start (stdlib only)
         *(f"dflash_tools.cli.{name.replace('-', '_')}_cmd" for name in COMMANDS),
-        # A command whose options the core declares once (`plan.options`: standard library only,
-        # made a dataclass on first use, not on import).
+        # The commands whose options the core declares once (`plan.options`, `smoke.arguments`:
+        # standard library only, made a dataclass on first use, not on import).
         "dflash_tools.plan",
         "dflash_tools.plan.options",
+        "dflash_tools.smoke",
+        "dflash_tools.smoke.arguments",
     }
     # A page that names engine releases reads them from the tables (plain dataclasses).
     tables = {"dflash_tools.engine_rules", *(f"dflash_tools.engine_rules.{name}" for name in ENGINE_TABLE_MODULES)}

@@ -466,8 +466,8 @@ OFFLINE_CASES = [
 
 def run_offline(case: OfflineCase) -> OfflineCase:
     from dflash_tools.plan.presets import SANITY_FLOOR
-    from dflash_tools.smoke.plan import RunPlan
     from dflash_tools.smoke.report import judge_run
+    from dflash_tools.smoke.run_plan import Runner, RunPlan, Serving
 
     run = RunPlan(
         label="draft",
@@ -476,8 +476,8 @@ def run_offline(case: OfflineCase) -> OfflineCase:
         sample_from_anchor=False,
         num_speculative_tokens=7,
         num_query_tokens=8,
-        runner="v2",
-        serving="stock",
+        runner=Runner.V2,
+        serving=Serving.STOCK,
         env={},
         request=None,
     )

@@ -147,7 +147,7 @@ def protocol_file(folder: Path, **fields: Any) -> Path:
 
 def load_protocol_file(**fields: Any) -> Callable[[Path], Any]:
     def call(folder: Path) -> Any:
-        from dflash_tools.smoke.protocols import load_protocol
+        from dflash_tools.smoke.workloads.protocols import load_protocol
 
         return load_protocol(str(protocol_file(folder, **fields)))
 
@@ -155,7 +155,7 @@ def load_protocol_file(**fields: Any) -> Callable[[Path], Any]:
 
 
 def sparse_protocol(folder: Path) -> Any:
-    from dflash_tools.smoke.protocols import load_protocol
+    from dflash_tools.smoke.workloads.protocols import load_protocol
 
     path = folder / "sparse.json"
     with open(path, "wb") as handle:
@@ -175,21 +175,12 @@ def gsm8k_file(folder: Path, rows: int = 3, question: str = "What is 2 + 2?", ra
     return path
 
 
-class Args:
-    """The command line's options as `resolve_options` reads them (`smoke.options.SmokeArguments`)."""
+def smoke_arguments(**given: Any) -> Any:
+    """The command line's options as `resolve_options` reads them (`smoke.arguments.SmokeArguments`),
+    with the checks these tests do not exercise off."""
+    from dflash_tools.smoke.arguments import SmokeArguments
 
-    def __init__(self, **given: Any) -> None:
-        defaults: dict[str, Any] = {
-            "target": None, "drafts": None, "preset": None, "num_speculative_tokens": None, "runtime": "auto",
-            "device": None, "dtype": None, "tensor_parallel_size": None, "max_model_len": None, "engine_arg": None,
-            "env": None, "seed": 0, "run_timeout": 3600.0, "prefix_caching_check": True, "cross_check": False,
-            "prompts_file": None, "num_prompts": None, "max_tokens": None, "chat": None, "dry_run": True,
-            "no_baseline": False, "compare_layouts": False, "floor": None, "require_identical": False,
-            "force": False, "server": None, "server_model": None, "api_key": None, "concurrency": 1,
-            "revision": None, "target_revision": None, "token": None, "timeout": None, "output_dir": None,
-        }  # fmt: skip
-        for name, value in {**defaults, **given}.items():
-            setattr(self, name, value)
+    return SmokeArguments(**{**{"prefix_caching_check": True, "cross_check": False, "dry_run": True}, **given})
 
 
 def protocol_through_options(**fields: Any) -> Callable[[Path], Any]:
@@ -200,7 +191,9 @@ def protocol_through_options(**fields: Any) -> Callable[[Path], Any]:
         from dflash_tools.smoke.options import resolve_options
 
         path = protocol_file(folder, order="shuffled-42", **fields)
-        return resolve_options(Args(protocol=str(path), dataset="gsm8k", dataset_file=str(gsm8k_file(folder))))
+        return resolve_options(
+            smoke_arguments(protocol=str(path), dataset="gsm8k", dataset_file=str(gsm8k_file(folder)))
+        )
 
     return call
 
@@ -209,7 +202,7 @@ def options_with(**given: Any) -> Callable[[Path], Any]:
     def call(folder: Path) -> Any:
         from dflash_tools.smoke.options import resolve_options
 
-        return resolve_options(Args(**given))
+        return resolve_options(smoke_arguments(**given))
 
     return call
 
@@ -219,7 +212,7 @@ def options_with(**given: Any) -> Callable[[Path], Any]:
 
 def load_file(text_or_bytes: str | bytes, **arguments: Any) -> Callable[[Path], Any]:
     def call(folder: Path) -> Any:
-        from dflash_tools.smoke.datasets import load_dataset_prompts
+        from dflash_tools.smoke.workloads.datasets import load_dataset_prompts
 
         raw = text_or_bytes.encode("utf-8") if isinstance(text_or_bytes, str) else text_or_bytes
         path = gsm8k_file(folder, raw=raw)
@@ -242,7 +235,7 @@ def cache_round_trip(question: str) -> Callable[[Path], Any]:
     """The cache as the tool writes it (after a `datasets` load), then read back as the next run does."""
 
     def call(folder: Path) -> Any:
-        from dflash_tools.smoke import datasets
+        from dflash_tools.smoke.workloads import datasets
 
         spec = datasets.dataset_spec("gsm8k")
         turns = [spec.turns({"question": question}, "row 1"), spec.turns({"question": "plain"}, "row 2")]
@@ -253,7 +246,7 @@ def cache_round_trip(question: str) -> Callable[[Path], Any]:
 
 
 def unreadable_cache(folder: Path) -> Any:
-    from dflash_tools.smoke.datasets import load_dataset_prompts
+    from dflash_tools.smoke.workloads.datasets import load_dataset_prompts
 
     (folder / "gsm8k.jsonl").write_bytes(b'{"turns": ["ok"]}\n{"turns": [\xff\n')
     return load_dataset_prompts("gsm8k", 1, cache=folder)
@@ -261,7 +254,7 @@ def unreadable_cache(folder: Path) -> Any:
 
 def dataset_api(*args: Any, file: bool = True, **kwargs: Any) -> Callable[[Path], Any]:
     def call(folder: Path) -> Any:
-        from dflash_tools.smoke.datasets import load_dataset_prompts
+        from dflash_tools.smoke.workloads.datasets import load_dataset_prompts
 
         if file and "path" not in kwargs:
             kwargs["path"] = gsm8k_file(folder)
@@ -278,7 +271,7 @@ def parquet_file(build: Callable[[Any], Any]) -> Callable[[Path], Any]:
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        from dflash_tools.smoke.datasets import load_dataset_prompts
+        from dflash_tools.smoke.workloads.datasets import load_dataset_prompts
 
         path = folder / "test-00000-of-00001.parquet"
         table = build(pa)

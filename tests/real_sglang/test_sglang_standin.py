@@ -13,7 +13,7 @@ The default suite measures SGLang servers through the stand-in, so the stand-in 
 - every API-key decision against the wheel's `decide_request_auth` (sglang/srt/utils/auth.py);
 - `/metrics` against prometheus_client's multiprocess output of the names, documentation strings,
   label names and modes that sglang/srt/observability/metrics_collector.py declares;
-- the requests dflash-tools sends to SGLang (`smoke.sglang_server.sglang_payload`) against the
+- the requests dflash-tools sends to SGLang (`smoke.server.sglang.sglang_payload`) against the
   wheel's request models.
 
 Only those three wheel files are executed, each from a copy taken out of the wheel, with bare
@@ -40,9 +40,9 @@ from typing import Any
 
 import pytest
 
-from dflash_tools.smoke.protocols import load_protocol
 from dflash_tools.smoke.server import ServerOptions
-from dflash_tools.smoke.sglang_server import sglang_payload
+from dflash_tools.smoke.server.sglang import sglang_payload
+from dflash_tools.smoke.workloads.protocols import load_protocol
 from tests import sglang_server as standin
 from tests.engine_sources import Sources
 from tests.sglang_server import FakeSglangServer

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 import dflash_tools.serving.plugin_state as plugin_state_module
-from dflash_tools.serving.plugin_state import PluginState, anchor_first_word, engine_column_word, smoke_serving_word
+from dflash_tools.serving.plugin_state import PluginState, anchor_first_word, engine_column_word
 from dflash_tools.serving.vllm_capability import VllmCapability
+from dflash_tools.smoke.run_plan import Serving
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -34,7 +35,7 @@ def test_the_docstring_table_is_what_the_functions_do() -> None:
         column, serving, anchor_first = table[state.value]
         assert engine_column_word(state, needed=True, plugin_supported=True) == column, state
         if serving != "(not used)":
-            assert smoke_serving_word(state, needed=True) == serving, state
+            assert Serving.of(state, needed=True).value == serving, state
         if anchor_first != "(not used)":
             words = {
                 anchor_first_word(state, v1_serves_them_silently=False),
@@ -42,7 +43,7 @@ def test_the_docstring_table_is_what_the_functions_do() -> None:
             }
             assert " / ".join(sorted(words, reverse=True)) == anchor_first, state
     assert {engine_column_word(state, needed=False, plugin_supported=True) for state in PluginState} == {"not needed"}
-    assert {smoke_serving_word(state, needed=False) for state in PluginState} == {"stock"}
+    assert {Serving.of(state, needed=False).value for state in PluginState} == {"stock"}
     # A release the plugin does not patch, not installed here: nothing to assume.
     assert engine_column_word(PluginState.ASSUMED, needed=True, plugin_supported=False) == "missing"
 
@@ -50,7 +51,7 @@ def test_the_docstring_table_is_what_the_functions_do() -> None:
 def test_every_word_is_documented() -> None:
     smoke_doc = (ROOT / "docs" / "smoke-test.md").read_text(encoding="utf-8")
     documented_serving = set(re.findall(r"^\| `([a-z/]+)` \|", smoke_doc, re.MULTILINE))
-    produced = {smoke_serving_word(state, needed=needed) for state in PluginState for needed in (True, False)}
+    produced = {Serving.of(state, needed=needed).value for state in PluginState for needed in (True, False)}
     assert produced <= documented_serving
     anchor_first = re.search(r"`anchor_first`: ((?:`[a-z]+`,? ?)+)", smoke_doc.replace("\n", " "))
     assert anchor_first is not None

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from dflash_tools.errors import SourceError, UsageError
-from dflash_tools.smoke.datasets import DATASETS, load_dataset_prompts, select_rows
+from dflash_tools.smoke.workloads.datasets import DATASETS, load_dataset_prompts, select_rows
 
 STEP = "\nPlease reason step by step, and put your final answer within \\boxed{}."
 

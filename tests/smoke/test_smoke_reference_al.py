@@ -1,4 +1,4 @@
-"""A reference acceptance length judges the run (`smoke.reference_al`), and the diagnosis knows what
+"""A reference acceptance length judges the run (`smoke.workloads.reference_al`), and the diagnosis knows what
 the draft was measured with (`smoke.diagnosis`): issue 34, "smoke-test says why".
 
 The issue's case: a copy of the engine-demo DFlash2 draft that reads target layers [0, 1] reached
@@ -26,7 +26,7 @@ from dflash_tools.plan.presets import DraftEntry, resolve_prompts_path
 from dflash_tools.smoke import report
 from dflash_tools.smoke.options import SmokeOptions
 from dflash_tools.smoke.plan import resolve_plan
-from dflash_tools.smoke.reference_al import MARGIN
+from dflash_tools.smoke.workloads.reference_al import MARGIN
 from dflash_tools_testing.demos import bundle as bundles
 from tests.smoke.test_smoke_diagnosis_timing import outcome
 

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from dflash_tools.errors import UsageError
-from dflash_tools.smoke.datasets import load_dataset_prompts
-from dflash_tools.smoke.protocols import greedy, load_protocol, parse_protocol, protocols_dir
-from dflash_tools.smoke.references import distance, load_references, parse_references, references_for
 from dflash_tools.smoke.server import ServerOptions, run_server
+from dflash_tools.smoke.workloads.datasets import load_dataset_prompts
+from dflash_tools.smoke.workloads.protocols import greedy, load_protocol, parse_protocol, protocols_dir
+from dflash_tools.smoke.workloads.references import distance, load_references, parse_references, references_for
 from tests.sglang_server import FakeSglangServer
 
 CARD_LENGTHS = {"sglang": {"pooled": 5.3, "mean_per_request": 5.21}, "vllm": {"pooled": 5.1, "mean_per_request": 5.0}}

@@ -256,7 +256,7 @@ def test_vllm_is_detected_behind_a_proxy(
 
 
 def test_protocol_sampling_reaches_the_server(server: FakeVllmServer) -> None:
-    from dflash_tools.smoke.protocols import load_protocol
+    from dflash_tools.smoke.workloads.protocols import load_protocol
 
     card = load_protocol("zlab-card")
     result = run_server(ServerOptions(url=server.url, prompts=["w", "a", "b"], max_tokens=12, protocol=card))

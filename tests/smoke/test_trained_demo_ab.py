@@ -117,7 +117,7 @@ def test_the_wrong_tap_copy_fails_against_the_reference_of_its_weights(
 ) -> None:
     """The same weights were measured when trained (the bundle's manifest): the copy that reads
     other taps fails against that reference instead of passing the sanity floor, and the
-    diagnosis names the config key that differs (smoke.reference_al, smoke.diagnosis)."""
+    diagnosis names the config key that differs (smoke.workloads.reference_al, smoke.diagnosis)."""
     report = reports[name][f"{draft}-wrong-taps"]
     assert report["reference"]["sibling"] == f"example:{name}/{draft}" and report["reference"]["comparable"]
     verdict = report["verdict"]

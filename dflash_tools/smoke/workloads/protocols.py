@@ -3,7 +3,7 @@
 An acceptance length is only comparable to another measured under the same protocol: greedy
 decoding accepts more drafts than sampling at T = 1, and a thinking answer differs from a plain
 one. A run names its protocol, and a published reference names the one it was measured under
-(`smoke.references`), so that a verdict can say "same protocol" or how the two differ.
+(`smoke.workloads.references`), so that a verdict can say "same protocol" or how the two differ.
 
 A protocol file: `schema_version` 1, `name`, `description`, `source` (where its settings come
 from), `temperature`, `top_p` (null: the server's default), `top_k` (null or 0: off), `chat`,
@@ -38,7 +38,7 @@ GREEDY = "greedy"
 
 
 @dataclass(frozen=True)
-class Protocol:
+class MeasurementProtocol:
     name: str
     description: str = ""
     source: str = ""
@@ -103,9 +103,9 @@ class Protocol:
         }
 
 
-def greedy(*, chat: bool, enable_thinking: bool) -> Protocol:
+def greedy(*, chat: bool, enable_thinking: bool) -> MeasurementProtocol:
     """What a run without a protocol does: greedy, with the command line's chat and thinking."""
-    return Protocol(
+    return MeasurementProtocol(
         name=GREEDY,
         description="greedy decoding",
         temperature=0.0,
@@ -150,7 +150,7 @@ def _count(data: dict[str, Any], key: str, where: str) -> int | None:
     return value
 
 
-def parse_protocol(data: Any, where: str) -> Protocol:
+def parse_protocol(data: Any, where: str) -> MeasurementProtocol:
     if not isinstance(data, dict):
         raise UsageError(f"{where}: not a JSON object", "fix the protocol file")
     version = data.get("schema_version")
@@ -177,7 +177,7 @@ def parse_protocol(data: Any, where: str) -> Protocol:
         raise UsageError(f"{where}: description and source must be text", "fix the protocol file")
     top_k = _count(data, "top_k", where)
     max_tokens = _count(data, "max_tokens", where)
-    return Protocol(
+    return MeasurementProtocol(
         name=name,
         description=text["description"],
         source=text["source"],
@@ -193,7 +193,7 @@ def parse_protocol(data: Any, where: str) -> Protocol:
     )
 
 
-def load_protocol(name: str | os.PathLike[str]) -> Protocol:
+def load_protocol(name: str | os.PathLike[str]) -> MeasurementProtocol:
     """A bundled protocol by name (`greedy`, `zlab-card`), or a path to a protocol .json file."""
     from dflash_tools.plan.presets import read_json_file
 

@@ -18,7 +18,7 @@ from dflash_tools.smoke import acceptance
 from dflash_tools.smoke.counter_relations import ImpossibleCounters, KBound, check_counts, k_bound
 from dflash_tools.smoke.metrics import MetricsError, SpecDecodeCounters, counters_from_prometheus
 from dflash_tools.smoke.options import Runtime
-from dflash_tools.smoke.server_base import (
+from dflash_tools.smoke.server.base import (
     Answer,
     Detected,
     ServerOptions,
@@ -30,7 +30,7 @@ from dflash_tools.smoke.server_base import (
     token_ids,
     without_speculation,
 )
-from dflash_tools.smoke.server_http import ServerClient
+from dflash_tools.smoke.server.http import ServerClient
 
 ENGINE = Runtime.VLLM_SERVER.value
 

@@ -52,7 +52,7 @@ from dflash_tools.smoke.counter_relations import (
 )
 from dflash_tools.smoke.metrics import MetricsError, SpecDecodeCounters, parse_prometheus_text
 from dflash_tools.smoke.options import Runtime
-from dflash_tools.smoke.server_base import (
+from dflash_tools.smoke.server.base import (
     Answer,
     Detected,
     ServerOptions,
@@ -64,7 +64,7 @@ from dflash_tools.smoke.server_base import (
     token_ids,
     without_speculation,
 )
-from dflash_tools.smoke.server_http import ServerClient, one_line
+from dflash_tools.smoke.server.http import ServerClient, one_line
 
 ENGINE = Runtime.SGLANG_SERVER.value
 GENERATION_TOKENS = "sglang:generation_tokens_total"

@@ -1,7 +1,7 @@
 """What every server measurement shares: its options, the answers, the result it builds.
 
 `ServerOptions` is what `smoke-test --server` is asked to do; `assemble` turns the answers and the
-speculative-decoding numbers of either engine (`smoke.vllm_server`, `smoke.sglang_server`) into one
+speculative-decoding numbers of either engine (`smoke.server.vllm`, `smoke.server.sglang`) into one
 contract result (`dflash_tools.smoke_contract`). `count` and `token_ids` read the numbers of an
 answer strictly: a count that is not a JSON integer in its range, or token ids that are not 32-bit
 integers, is an OperationError naming the key, never a result.
@@ -19,8 +19,8 @@ from dflash_tools import smoke_contract as contract
 from dflash_tools.errors import DflashToolsError, OperationError, UsageError
 from dflash_tools.smoke import acceptance
 from dflash_tools.smoke.metrics import SpecDecodeCounters
-from dflash_tools.smoke.protocols import Protocol, greedy
-from dflash_tools.smoke.server_http import ServerClient, one_line
+from dflash_tools.smoke.server.http import ServerClient, one_line
+from dflash_tools.smoke.workloads.protocols import MeasurementProtocol, greedy
 
 ENGINES = ("auto", "vllm", "sglang")
 # Token ids are 32-bit in both engines; a "token id" outside that range is not one.
@@ -42,17 +42,17 @@ class ServerOptions:
     timeout_s: float = 10.0  # --timeout: connecting, every read, each small request whole
     run_timeout_s: float = 3600.0  # --run-timeout: the whole measurement
     engine: str = "auto"  # "auto" (detected), "vllm" or "sglang"
-    # The sampling protocol (smoke.protocols); None: greedy with `chat` and `enable_thinking` above.
-    protocol: Protocol | None = None
+    # The sampling protocol (smoke.workloads.protocols); None: greedy with `chat` and `enable_thinking` above.
+    protocol: MeasurementProtocol | None = None
     # Warm-up prompts (the protocol's `warmup` requests, not measured); None: the first prompts again.
     warmup_prompts: list[str] | list[list[int]] | None = None
-    # Facts about where the prompts come from (smoke.datasets `DatasetPrompts.to_dict()`), reported as given.
+    # Facts about where the prompts come from (smoke.workloads.datasets `DatasetPrompts.to_dict()`), reported as given.
     dataset: dict[str, Any] | None = None
     # The K of the draft named with -d: the most draft positions the server may report
     # (`smoke.counter_relations.k_bound`; None: the largest K smoke-test serves).
     draft_k: int | None = None
 
-    def resolved_protocol(self) -> Protocol:
+    def resolved_protocol(self) -> MeasurementProtocol:
         """The protocol as this run applies it: its sampling, with the run's prompts and tokens."""
         protocol = self.protocol or greedy(chat=self.chat, enable_thinking=self.enable_thinking)
         return dataclasses.replace(protocol, max_tokens=self.max_tokens, num_prompts=len(self.prompts))

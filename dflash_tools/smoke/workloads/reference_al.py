@@ -13,7 +13,7 @@ acceptance length is also judged against `MARGIN` of it:
    on the bundle's default prompts. On those prompts a shortfall fails the run; on others it is a
    warning (the demo drafts know word problems only), and the diagnosis says the prompts differ.
 3. A published card (`configs/references`, with `--dataset`): a shortfall fails the run when it
-   was measured under the same protocol (`smoke.references.distance`), else it is a warning.
+   was measured under the same protocol (`smoke.workloads.references.distance`), else it is a warning.
 
 A preset's floor already carries its references (0.72-0.75 of them): with one, none is added.
 """
@@ -135,7 +135,7 @@ def demo_weights(local_dir: Path | None, prompts_source: str) -> ReferenceAL | N
 
 
 def card(distances: list[dict[str, Any]]) -> ReferenceAL | None:
-    """The first published card value a run was compared with (`smoke.references`, with --dataset)."""
+    """The first published card value a run was compared with (`smoke.workloads.references`, with --dataset)."""
     for distance in distances:
         if distance.get("measured") is None:
             continue

@@ -9,13 +9,13 @@ measured with. Each reference set says all three, and where it comes from:
                "definition": "sglang",           # smoke.acceptance: "sglang" or "vllm"
                "aggregation": "mean_per_request",  # or "pooled"
                "engine": "SGLang", "hardware": "1x H200",
-               "values": {"gsm8k": 5.46, ...},   # by dataset (smoke.datasets names)
+               "values": {"gsm8k": 5.46, ...},   # by dataset (smoke.workloads.datasets names)
                "floors": {...}}]}                # optional: what the publisher asserts
 
 `distance` states a measurement against one of them in a sentence such as
 "AL 5.21, 95% of the card's 5.46 on GSM8K, same protocol", and says so when the protocols differ.
 
-Imports: `draft.profiles` (where the bundled configs live), `smoke.protocols`, `smoke.acceptance`.
+Imports: `draft.profiles` (where the bundled configs live), `smoke.workloads.protocols`, `smoke.acceptance`.
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ from typing import Any
 from dflash_tools.draft.profiles import configs_dir
 from dflash_tools.errors import UsageError
 from dflash_tools.smoke import acceptance
-from dflash_tools.smoke.datasets import DATASETS
-from dflash_tools.smoke.protocols import Protocol, load_protocol
+from dflash_tools.smoke.workloads.datasets import DATASETS
+from dflash_tools.smoke.workloads.protocols import MeasurementProtocol, load_protocol
 
 REFERENCES_SCHEMA_VERSION = 1
 AGGREGATIONS = ("mean_per_request", "pooled")
@@ -184,7 +184,7 @@ class Distance:
         }
 
 
-def same_sampling(run: Protocol, published: Protocol) -> bool:
+def same_sampling(run: MeasurementProtocol, published: MeasurementProtocol) -> bool:
     """Whether two protocols decode alike: sampling, chat and the chat template's switches."""
     return (
         run.temperature == published.temperature
@@ -194,7 +194,9 @@ def same_sampling(run: Protocol, published: Protocol) -> bool:
     )
 
 
-def distance(lengths: dict[str, Any], dataset: str, run_protocol: Protocol, reference: ReferenceSet) -> Distance:
+def distance(
+    lengths: dict[str, Any], dataset: str, run_protocol: MeasurementProtocol, reference: ReferenceSet
+) -> Distance:
     """How far a result's acceptance length (`acceptance_lengths` of a result) is from a reference.
 
     The measured value is taken in the reference's definition and aggregation (pooled when the

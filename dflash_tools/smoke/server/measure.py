@@ -5,14 +5,14 @@ The engine behind the URL is detected first (`detect_engine`), then:
 - vLLM: scrape `/metrics`, send the prompts to `/v1/completions` (or `/v1/chat/completions`
   with `chat`), scrape `/metrics` again, and report the deltas of vLLM's speculative-decoding
   counters (engine `vllm-server`). The counters are shared with any other client, so the numbers
-  are only clean on a server nobody else is using (`smoke.vllm_server`).
-- SGLang: each answer carries its own statistics (`smoke.sglang_server`, engine `sglang-server`).
+  are only clean on a server nobody else is using (`smoke.server.vllm`).
+- SGLang: each answer carries its own statistics (`smoke.server.sglang`, engine `sglang-server`).
 
 Both give the same contract result (`dflash_tools.smoke_contract`) with both definitions of the
 acceptance length side by side (`smoke.acceptance`). There is no baseline: a server serves with
 speculation or without, and one without is named as such in one line.
 
-Every request is bounded (`smoke.server_http`): `timeout_s` (--timeout) bounds connecting, every
+Every request is bounded (`smoke.server.http`): `timeout_s` (--timeout) bounds connecting, every
 read and each small request, `run_timeout_s` (--run-timeout) the whole measurement; every
 hostile answer ends in a one-line SourceError, OperationError or UsageError. Neither an error nor
 the result carries the API key or a cookie value the server set: both are redacted here, where
@@ -25,16 +25,16 @@ from typing import Any
 
 from dflash_tools import smoke_contract as contract
 from dflash_tools.errors import DflashToolsError, OperationError
-from dflash_tools.smoke.server_base import (
+from dflash_tools.smoke.server.base import (
     Detected,
     ServerOptions,
     connect,
     listed_models,
     pick_model,
 )
-from dflash_tools.smoke.server_http import LIST_ANSWER_BYTES, ServerClient, one_line
-from dflash_tools.smoke.sglang_server import run_sglang
-from dflash_tools.smoke.vllm_server import run_vllm
+from dflash_tools.smoke.server.http import LIST_ANSWER_BYTES, ServerClient, one_line
+from dflash_tools.smoke.server.sglang import run_sglang
+from dflash_tools.smoke.server.vllm import run_vllm
 
 __all__ = ["Detected", "ServerOptions", "detect_engine", "run_server", "served_model"]
 
