@@ -31,8 +31,7 @@ from typing import Any
 RECORD = Path(__file__).parent / "engine_outcomes.json"
 
 # Disagreements that are bugs in the tool, not pieces being built; each names the engine's code.
-TOOL_BUGS: dict[tuple[str, str], str] = {
-}
+TOOL_BUGS: dict[tuple[str, str], str] = {}
 """(corpus entry, engine release) -> why the tool's column disagrees with what that engine does: bugs
 in the tool, found by the corpus (strict xfails in the default suite and in the engine tiers)."""
 RECORDING = os.environ.get("DFLASH_TOOLS_RECORD_OUTCOMES") == "1"
