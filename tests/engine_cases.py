@@ -72,6 +72,11 @@ def _no_layer_ids(config: Config) -> None:
     _nested(config).pop("target_layer_ids")
 
 
+def _empty_layer_ids_then_top_level(config: Config) -> None:
+    config["target_layer_ids"] = _nested(config)["target_layer_ids"]
+    _nested(config)["target_layer_ids"] = []
+
+
 def _anchor_first_top_level_only(config: Config) -> None:
     _nested(config).pop("sample_from_anchor")
     config["sample_from_anchor"] = True
@@ -125,6 +130,8 @@ EDGE_CASES: dict[str, tuple[str, Callable[[Config], None]]] = {
     "nested-keys-only": ("zlab-dflash", _nested_only),
     "block-sizes-disagree": ("zlab-dflash", _block_sizes_disagree),
     "no-layer-ids": ("zlab-dflash", _no_layer_ids),
+    "null-layer-ids": ("zlab-dflash", _set("dflash_config.target_layer_ids", None)),
+    "empty-layer-ids-then-top-level": ("zlab-dflash", _empty_layer_ids_then_top_level),
     "anchor-first-top-level-only": ("zlab-dflash", _anchor_first_top_level_only),
     "shift-label": ("zlab-dflash", _shift_label),
     "domino-anchor-first": ("zlab-dflash", _domino(True)),

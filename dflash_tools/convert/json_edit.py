@@ -375,3 +375,60 @@ def dumps_like(value: Any, original: str | None, *, style_from: str | None = Non
             return lead + _emit(value, root, original, style, "") + trailing
     style = detect_style(style_from) if style_from is not None else JsonStyle()
     return _fresh(value, style, "") + style.trailing
+
+
+def _node_at(text: str, path: tuple[str, ...]) -> _Node | None:
+    """The node of the object member at `path` in the JSON `text` (None: absent or unreadable)."""
+    try:
+        node = _parse(text, 0)
+        for key in path:
+            if node.kind != "object" or node.repeats_key:
+                return None
+            node = next((child for name, _, child in _members(node, text) if name == key), None)  # type: ignore[assignment]
+            if node is None:
+                return None
+    except (ValueError, IndexError, RecursionError):
+        return None
+    return node
+
+
+def _line_indent(text: str, pos: int) -> str:
+    """The whitespace that starts the line holding offset `pos`."""
+    start = text.rfind("\n", 0, pos) + 1
+    return text[start : _skip(text, start)].replace("\n", "").replace("\r", "")
+
+
+def embed_text(text: str, path: tuple[str, ...], inner: str) -> str:
+    """`text` with the value at `path` written as the JSON document `inner` (its bytes, re-indented
+    to that depth), where both hold the same value; else `text` unchanged.
+
+    Why: a translated config keeps its source under a record (convert.translate); written fresh,
+    the record loses the source's own layout (one-line lists, say), and converting back could not
+    give the source's bytes.
+    """
+    node = _node_at(text, path)
+    try:
+        inner_root = _parse(inner, 0)
+    except (ValueError, IndexError, RecursionError):
+        return text
+    if node is None or node.kind != "object" or inner_root.repeats_key or not same_json(node.value, inner_root.value):
+        return text
+    base = _line_indent(text, node.start) if "\n" in text[node.start : node.end] else ""
+    body = inner[inner_root.start : inner_root.end].replace("\n", "\n" + base)
+    return text[: node.start] + body + text[node.end :]
+
+
+def embedded_text(text: str, path: tuple[str, ...]) -> str | None:
+    """The object at `path` in `text` as a document of its own, its bytes de-indented: what
+    `embed_text` put there (None: absent, not an object, or not indented as one block)."""
+    node = _node_at(text, path)
+    if node is None or node.kind != "object":
+        return None
+    body = text[node.start : node.end]
+    if "\n" not in body:
+        return body
+    base = _line_indent(text, node.end - 1)
+    lines = body.split("\n")
+    if not all(line.startswith(base) or not line.strip() for line in lines[1:]):
+        return None
+    return "\n".join([lines[0], *(line[len(base) :] for line in lines[1:])])

@@ -9,12 +9,13 @@ decisions that tell the user what was mapped.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from dflash_tools import dialects
 from dflash_tools._version import __version__
 from dflash_tools.convert.decide import Decision
-from dflash_tools.convert.json_edit import dumps_like
+from dflash_tools.convert.json_edit import detect_style, dumps_like, embed_text, embedded_text, same_json
 from dflash_tools.dialects import speculators as speculators_dialect
 from dflash_tools.dialects import zlab as zlab_dialect
 from dflash_tools.draft.description import RESTORE_KEY, Algorithm, DraftDescription
@@ -129,11 +130,21 @@ def cross_text(config: dict[str, Any], source_config: dict[str, Any], source_tex
     that style), the way normalizing the original edits the original: a key the writer adds
     (the explicit layout flag, say) lands where normalization puts it, so the round trip gives
     the normalized bytes back, not only its keys and values.
+    The record itself keeps the source's bytes (re-indented: `embed_text`), so that converting
+    back edits the source's own text, one-line lists and all.
     """
     restored = restore_record(source_config, destination)
     if restored is None:
-        return dumps_like(config, None, style_from=source_text)
-    return dumps_like(config, dumps_like(restored[1], None, style_from=source_text))
+        fresh = dumps_like(config, None, style_from=source_text)
+        record = config.get(RESTORE_KEY)
+        if source_text is None or not isinstance(record, dict) or RESTORE_KEY in source_config:
+            return fresh
+        return embed_text(fresh, (RESTORE_KEY, "config"), source_text)
+    style = detect_style(source_text) if source_text is not None else None
+    kept = embedded_text(source_text, (RESTORE_KEY, "config")) if source_text is not None else None
+    if kept is None or style is None or not same_json(json.loads(kept), restored[1]):
+        return dumps_like(config, dumps_like(restored[1], None, style_from=source_text))
+    return dumps_like(config, kept + style.trailing)
 
 
 def render_cross(

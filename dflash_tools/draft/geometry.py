@@ -215,7 +215,9 @@ def resolve_geometry(
             )
         )
         return None, findings
-    requested = num_speculative_tokens is not None
+    # A -k equal to K_max is the default passed explicitly: it changes nothing (issue 34). Not so
+    # where the layout is unknown: it then fixes K in both readings, whose K_max differ.
+    requested = num_speculative_tokens is not None and (num_speculative_tokens != k_max or not layout.known)
     k = num_speculative_tokens if num_speculative_tokens is not None else k_max
     geometry = Geometry(
         block_size=block_size,

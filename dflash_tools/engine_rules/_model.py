@@ -105,6 +105,10 @@ class KeyRead:
     # A rule for configs of one dialect family only (the engine translates that format first);
     # it takes precedence over the rule for every family (None).
     family: str | None = None
+    # The engine reads a null or empty value as absent and tries the next location (vLLM's
+    # `x or ...` and `if not x:` chains); else a location present with null stops the search, as
+    # `dict.get(key, fallback)` does (SGLang).
+    empty_is_absent: bool = False
 
     def shift_for(self, location: str) -> int:
         return dict(self.shift).get(location, 0)

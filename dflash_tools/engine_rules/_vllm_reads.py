@@ -130,6 +130,8 @@ def keys(*, dspark_layout_cite: str, dspark_k_cite: str) -> tuple[KeyRead, ...]:
             "without duplicates; without any, the target's default capture layers (hidden-state indices 2, "
             "L // 2, L - 3)",
             shift=(("eagle_aux_hidden_state_layer_ids", -1),),
+            # `if not layer_ids:` before each next location, `.get("target_layer_ids") or []`.
+            empty_is_absent=True,
         ),
         KeyRead(
             "target_layer_ids",
@@ -203,6 +205,8 @@ def keys(*, dspark_layout_cite: str, dspark_k_cite: str) -> tuple[KeyRead, ...]:
             when_missing=WhenMissing.DERIVED,
             note="as dflash",
             shift=(("eagle_aux_hidden_state_layer_ids", -1),),
+            # `if not layer_ids:` before each next location, `.get("target_layer_ids") or []`.
+            empty_is_absent=True,
         ),
         KeyRead(
             "target_layer_ids",

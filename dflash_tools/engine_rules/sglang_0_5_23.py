@@ -279,6 +279,20 @@ RULES = EngineRules(
             note="0 is refused",
         ),
         KeyRead(
+            "markov_head_type",
+            "DSPARK",
+            (
+                "dspark_markov_head_type",
+                "dspark_config.markov_head_type",
+                "dflash_config.markov_head_type",
+                "markov_head_type",
+            ),
+            f"{_DSPARK_CONFIG}: parse_dspark_draft_config",
+            when_missing=WhenMissing.REFUSED,
+            note="vanilla, gated or rnn; dspark_config's fields win over dflash_config's; needed when markov_rank > "
+            "0, unless a dspark_-prefixed key (block size, Markov rank, noise token, target layers) is set",
+        ),
+        KeyRead(
             "target_layer_ids",
             "DSPARK",
             ("dspark_target_layer_ids", "dflash_config.target_layer_ids", "target_layer_ids"),

@@ -160,6 +160,11 @@ def resolve_layer_ids(view: EngineView, facts: DraftFacts) -> None:
         view.num_target_layers, view.num_target_layers_source = facts.target_num_layers, "target"
     elif as_int(count) is not None and count_rule is not None and count_rule.locations:
         view.num_target_layers, view.num_target_layers_source = as_int(count), source_name(count_location)
+    if location is not None and value is None and rule is not None and rule.when_missing is WhenMissing.DERIVED:
+        # A present null is no list: both engines derive the layers then, as when the key is
+        # absent (SGLang parse_dflash_draft_config: `if layer_ids is None`, then
+        # DFlashDraftConfig.resolve_target_layer_ids; vLLM skips it, `KeyRead.empty_is_absent`).
+        location = None
     if location is not None and rule is not None:
         ids = int_list(value)
         if ids is None:

@@ -27,11 +27,14 @@ def num_hidden_layers(config: dict[str, Any]) -> Any:
 def lookup(config: dict[str, Any], rule: KeyRead | None) -> tuple[Any, str | None]:
     """(value, location) from the first of the rule's locations that is present; (None, None)
     when none is. A location present with null stops the search, as the engines' `dict.get`
-    with a fallback does."""
+    with a fallback does, unless the rule says the engine skips null and empty values
+    (`KeyRead.empty_is_absent`)."""
     if rule is None:
         return None, None
     for location in rule.locations:
         present, value = find_path(config, location)
+        if present and rule.empty_is_absent and (value is None or value == [] or value == {}):
+            continue
         if present:
             return value, location
     return None, None

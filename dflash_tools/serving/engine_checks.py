@@ -165,8 +165,10 @@ def _check_markov_head_type(view: EngineView, facts: DraftFacts) -> str | None:
     if _markov_rank(view, facts) <= 0:
         return None
     config = facts.config
-    head = config.get("markov_head_type", _nested(config, "markov_head_type"))
-    if head is None and config.get("dspark_markov_rank") is None:
+    head, _ = lookup(config, view.rules.key("markov_head_type", view.path or "", facts.family))
+    # parse_dspark_draft_config asks for a head type only where no dspark_-prefixed key is set.
+    prefixed = ("dspark_block_size", "dspark_markov_rank", "dspark_noise_token_id", "dspark_target_layer_ids")
+    if head is None and all(config.get(key) is None for key in prefixed):
         return "markov_head_type is not set"
     if head is not None and str(head).lower() not in ("vanilla", "gated", "rnn"):
         return f"markov_head_type {head!r} is not one of vanilla, gated, rnn"

@@ -40,6 +40,9 @@ from typing import Any
 
 # What a step records when vLLM raises: the exception's type and its first lines.
 _MESSAGE_CHARS = 600
+# What vLLM raises when neither the launch line nor the draft gives K.
+ASKS_FOR_K = "`num_speculative_tokens` was not provided"
+K_UNKNOWN = "K is unknown (vLLM needs num_speculative_tokens for this draft): pass -k K"
 
 
 def raised(exc: BaseException) -> str:
@@ -214,6 +217,14 @@ def read_one(request: dict[str, Any], draft: dict[str, Any], unavailable: dict[s
         steps += [{**step(name, ""), "status": "unavailable", "why": unavailable["engine_config"]} for name in names]
         return {"steps": steps}
     record, config = read_engine_config(request["target"], draft)
+    if config is None and draft.get("num_speculative_tokens") is None and ASKS_FOR_K in record.get("raised", ""):
+        # Not the draft's fault: the launch line lacks K, and this draft carries none vLLM reads
+        # (no `n_predict`: vllm/v1/worker/gpu/spec_decode/speculator_config.py,
+        # resolve_num_speculative_tokens); as a DFlash draft without K, only get_config is read.
+        record = {**step("engine_config", record["from"]), "why": K_UNKNOWN}
+        steps.append(record)
+        steps += [{**step(name, ""), "why": K_UNKNOWN} for name in names[1:]]
+        return {"steps": steps}
     steps.append(record)
     if config is None:
         steps += [{**step(name, ""), "why": "engine_config raised"} for name in names[1:]]

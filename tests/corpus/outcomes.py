@@ -31,24 +31,7 @@ from typing import Any
 RECORD = Path(__file__).parent / "engine_outcomes.json"
 
 # Disagreements that are bugs in the tool, not pieces being built; each names the engine's code.
-NULL_LAYER_IDS = (
-    "bug: the column refuses dflash_config.target_layer_ids: null, which both engines read as absent and derive "
-    "(SGLang parse_dflash_draft_config: _cfg_get(..., None) then build_target_layer_ids; vLLM "
-    "get_eagle3_aux_layers_from_config: `dflash_config.get('target_layer_ids') or []`, then its defaults); "
-    "dflash_tools/serving/column_steps.py resolve_layer_ids stops at a present null"
-)
-NESTED_MARKOV_HEAD = (
-    "bug: SGLang's markov-head-type check reads markov_head_type only at the top level and in dflash_config; "
-    "SGLang 0.5.23 parse_dspark_draft_config reads dspark_markov_head_type, then dflash_config merged with "
-    "dspark_config (dspark_config wins), then the top level (SpecForge's glm-5.2-dspark nests it in dspark_config)"
-)
-
-TOOL_BUGS: dict[tuple[str, str], str] = {
-    ("framework/lightseekorg__TorchSpec__86083849-qwen3_8b_dflash", "vllm==0.33.0"): NULL_LAYER_IDS,
-    ("framework/lightseekorg__TorchSpec__86083849-qwen3_8b_dflash", "vllm==0.34.0"): NULL_LAYER_IDS,
-    ("framework/lightseekorg__TorchSpec__86083849-qwen3_8b_dflash", "sglang==0.5.23"): NULL_LAYER_IDS,
-    ("framework/sgl-project__SpecForge__a5200182-glm-5.2-dspark", "sglang==0.5.23"): NESTED_MARKOV_HEAD,
-}
+TOOL_BUGS: dict[tuple[str, str], str] = {}
 """(corpus entry, engine release) -> why the tool's column disagrees with what that engine does: bugs
 in the tool, found by the corpus (strict xfails in the default suite and in the engine tiers)."""
 RECORDING = os.environ.get("DFLASH_TOOLS_RECORD_OUTCOMES") == "1"

@@ -223,12 +223,7 @@ def translatable(entry: Entry) -> bool:
 ROUND_TRIPS = [e for e in CONVERTIBLE if translatable(e) and e.dir not in REFUSED_TRANSLATIONS]
 # Round trips that give back the normalized config but not its bytes (strict xfails: a bug in
 # convert, reported; delete the entry when it is fixed).
-BYTES_DIFFER = {
-    "framework/lightseekorg__TorchSpec__a31111ee-kimi_k3_dflash2_mla_swa": (
-        "convert's translation back to z-lab renders the one-line lists of the source (architectures, "
-        "dflash_config.target_layer_ids) one item per line, where normalizing keeps them on one line"
-    ),
-}
+BYTES_DIFFER: dict[str, str] = {}
 
 
 @pytest.mark.parametrize("entry", ROUND_TRIPS, ids=lambda e: e.dir)

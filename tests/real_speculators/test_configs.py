@@ -138,5 +138,12 @@ def test_configs_speculators_saves_inspect_cleanly(name: str, tmp_path: Path) ->
     assert {f.code for f in saved.findings} - {"DFT005"} <= {f.code for f in report.findings}
 
 
-# How each value was decided (and from which key) may change when speculators writes every field.
-SOURCES = {"block_size_source": None, "sample_from_anchor_source": None, "sample_from_anchor_key": None}
+# How each value was decided (and from which key, on what evidence) may change when speculators
+# writes every field: a layout the source left to its dialect's default becomes a declaration.
+SOURCES = {
+    "block_size_source": None,
+    "sample_from_anchor_source": None,
+    "sample_from_anchor_key": None,
+    "layout_decided_by": None,
+    "layout_evidence": None,
+}

@@ -6,7 +6,7 @@ captured-layer readers, its speculator's layout: `dflash_tools/serving/installed
 and compares that with the release's table. On this tier's real vLLM:
 
 - every bundled draft and every corpus file (tests/corpus/) reads the same through vLLM as
-  through the table, except the files the table still gets wrong (`DISAGREE`, each with vLLM's
+  through the table (a file vLLM's get_config cannot load is `wont-load` in the column), except the files the table still gets wrong (`DISAGREE`, each with vLLM's
   evidence; strict xfails, so each fails the day the table is fixed);
 - a table edited to disagree with the release (a copy of its `EngineRules` with one rule changed,
   built here) yields DFT089 and vLLM's reading in the column;
@@ -57,17 +57,10 @@ EXAMPLES = (
     "dspark-native",
     "open-spec",
 )
-# Corpus files on which the table and this vLLM disagree, with vLLM's evidence (the same on 0.33.0
-# and 0.34.0). Neither file has a `model_type`: vLLM's get_config
-# (vllm/transformers_utils/config.py, HFConfigParser.parse, then transformers' AutoConfig) raises
-# "Unrecognized model in ... Should have a `model_type` key in its config.json", while the table
-# has no config-loading step and calls them served. Both are partial copies (the published files
-# may carry the key); the file as it stands does not load. Issue 32 item 1 (the load path) adds
-# that step to the tables; then these xfails fail and the entries go.
-DISAGREE = {
-    "edited/PixelML__Qwen3.8-Flash-Next-NVFP4-DFlash__partial": "no model_type: get_config raises",
-    "edited/nvidia__NVIDIA-Nemotron-3.5-Lightning-30B-A3B-NVFP4-DSpark__atlas-reduced": "no model_type: get_config raises",
-}
+# Corpus files on which the table and this vLLM disagree, with vLLM's evidence (strict xfails:
+# each fails the day the table is fixed). None at present: the two files without a `model_type`
+# that were here are read as vLLM's get_config reads them (wont-load, DFT078) since the load path.
+DISAGREE: dict[str, str] = {}
 # The speculators DSpark of issue 32: saved before speculators wrote `sample_from_anchor`, its
 # proposal count (7 = block_size - 1) says bonus, and vLLM's translation reads the absent flag as false.
 FLAGLESS_DSPARK = "speculators-dspark-without-flag"
@@ -141,7 +134,10 @@ def test_vllm_reads_every_draft_as_the_table_does(
     reading = readings[name]
     view, report = column(drafts[name], capability, reading)
     assert view["read_from"] == f"the installed vLLM {VLLM_VERSION}" and view["has_table"] is True
-    assert reading.step("get_config") is not None and reading.step("get_config").status == "ok", reading.steps
+    loaded = reading.step("get_config")
+    assert loaded is not None and loaded.status in ("ok", "raised"), reading.steps
+    if loaded.status == "raised":  # what vLLM cannot load, the column calls so (DFT078)
+        assert view["outcome"] == "wont-load", (view["outcome"], loaded.raised)
     assert view["disagreements"] == [], view["disagreements"]
     assert "DFT089" not in {finding.code for finding in report.findings}
     if reading.built:  # what it built is the column's

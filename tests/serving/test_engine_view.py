@@ -202,6 +202,19 @@ def test_missing_layer_ids_are_derived_from_the_target(tmp_path: Path) -> None:
     assert engines[VLLM34]["target_layer_ids"] is None and "DFT075" in codes_for(findings, VLLM34)
 
 
+def test_null_or_empty_layer_ids_as_each_engine_reads_them(tmp_path: Path) -> None:
+    # A null is no list: SGLang derives (parse_dflash_draft_config: `if layer_ids is None`), vLLM
+    # skips it (get_eagle3_aux_layers_from_config: `if not layer_ids:`), as for no-layer-ids.
+    null, _ = views(edge(tmp_path, "null-layer-ids"))
+    assert (null[SGLANG]["outcome"], null[SGLANG]["target_layer_ids_source"]) == ("served", "derived")
+    assert null[SGLANG]["target_layer_ids"] == [1, 2]
+    assert null[VLLM34]["outcome"] == "served" and null[VLLM34]["target_layer_ids"] is None
+    # An empty list: vLLM goes on to the top-level ids; SGLang stops at it ("must be non-empty").
+    empty, _ = views(edge(tmp_path, "empty-layer-ids-then-top-level"))
+    assert (empty[VLLM33]["target_layer_ids"], empty[VLLM34]["target_layer_ids"]) == ([1, 3], [1, 3])
+    assert empty[SGLANG]["outcome"] == "refused"
+
+
 def test_derived_layer_ids_that_differ_from_training_are_an_error(tmp_path: Path) -> None:
     target = write_config(
         tmp_path / "target",
