@@ -68,7 +68,8 @@ def test_smoke_test_dry_run() -> None:
 
 
 @pytest.mark.parametrize(
-    "draft", ["example:zlab-dflash", "example:zlab-dflash2", "example:zlab-dflash2-anchor-first", "example:dspark-native"]
+    "draft",
+    ["example:zlab-dflash", "example:zlab-dflash2", "example:zlab-dflash2-anchor-first", "example:dspark-native"],
 )
 def test_inspect(draft: str) -> None:
     k_max = json.loads(invoke("inspect", draft, "--json")[1])["geometry"]["max_speculative_tokens"]
