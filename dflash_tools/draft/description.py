@@ -271,7 +271,7 @@ class DraftDescription:
         """Every piece of evidence about the trained layout, strongest kind first: what the file
         declares, its proposal count against `block_size` (the declared one; None: the count says
         nothing), the published release it is, what its trainer wrote at the time, its markers,
-        the dialect's default. `draft.geometry.decide_layout` weighs them."""
+        the dialect's default. `draft.trained_layout.weigh_layout` weighs them."""
         spec = self.spec
         booleans = {k: v for k, v in self.sample_from_anchor_values.items() if isinstance(v, bool)}
         facts = [_declaration(spec, key, value) for key, value in booleans.items()]
