@@ -185,7 +185,10 @@ def keys(*, dspark_layout_cite: str, dspark_k_cite: str) -> tuple[KeyRead, ...]:
             ("block_size", "dspark_block_size"),
             dspark_k_cite,
             when_missing=WhenMissing.NOT_READ,
-            note="the default K when num_speculative_tokens is not given",
+            note=(
+                "the default K when num_speculative_tokens is not given, whatever the layout: one past"
+                " K_max for a bonus-anchor draft (DFT072)"
+            ),
         ),
         KeyRead("sample_from_anchor", "dspark", ("sample_from_anchor",), dspark_layout_cite, default=True),
         KeyRead(

@@ -8,7 +8,7 @@ every engine shares are `column_steps`.
 
 from __future__ import annotations
 
-from dflash_tools.draft.geometry import num_query_tokens
+from dflash_tools.draft.geometry import max_speculative_tokens, num_query_tokens
 from dflash_tools.engine_rules import Outcome, vllm_plugin_releases
 from dflash_tools.errors import VLLM_INSTALL_HINT
 from dflash_tools.serving.column_steps import (
@@ -54,10 +54,12 @@ def vllm_column(
     # K: explicit on the launch line (DFlash requires it); DSpark defaults it to block_size.
     tokens = facts.requested_tokens or facts.trained_max_tokens
     if path == "dspark":
-        value, location = lookup(config, rules.key("block_size", path, facts.family))
+        block_rule = rules.key("block_size", path, facts.family)
+        value, location = lookup(config, block_rule)
         block = as_int(value)
         if block is not None:
             view.block_size, view.block_size_source = block, source_name(location)
+            _dspark_default_k(view, block, engine_sfa, tokens or block, block_rule.cite if block_rule else "")
         tokens = tokens or block
     view.draft_tokens = tokens
     if path == "dflash" and tokens is not None:
@@ -95,6 +97,29 @@ def vllm_column(
             "fix the block size first, or pass -k K",
             keys=("num_speculative_tokens",),
         )
+
+
+def _dspark_default_k(view: EngineView, block: int, engine_sfa: bool, launch_tokens: int, cite: str) -> None:
+    """DFT072: vLLM drafts block_size tokens per step for DSpark when no num_speculative_tokens
+    is given (`cite`), whatever the layout; for a draft it reads as bonus-anchor that is one past
+    K_max (block_size - 1), one query position the draft was never trained on. The corpus's
+    speculators DSpark files show it run by vLLM itself (tests/corpus/engine_outcomes.json)."""
+    k_max = max_speculative_tokens(block, engine_sfa)
+    if block <= k_max:
+        return
+    view.note(
+        "DFT072",
+        f"without num_speculative_tokens it drafts block_size = {block} tokens per step ({cite}), one past "
+        f"the {k_max} of this bonus-anchor draft: {num_query_tokens(block, engine_sfa)} query positions instead "
+        f"of {num_query_tokens(k_max, engine_sfa)}",
+        f"the launch line below passes num_speculative_tokens {launch_tokens}; keep it in a launch line of your own",
+        keys=("block_size", "num_speculative_tokens"),
+        values={
+            "block_size": block,
+            "default_num_speculative_tokens": block,
+            "default_num_query_tokens": num_query_tokens(block, engine_sfa),
+        },
+    )
 
 
 def _plugin_verdict(view: EngineView, installed_vllm: VllmCapability | None) -> None:

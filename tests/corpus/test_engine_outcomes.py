@@ -126,3 +126,38 @@ def test_a_draft_vllm_serves_in_the_layout_its_proposal_count_declares_is_not_mi
 
 def test_the_proposal_count_rule_covers_a_file_of_each_layout() -> None:
     assert {declared_layout(entry.config()) for entry in DECLARED} == {"bonus", "anchor-first"}
+
+
+def vllm_k_pairs() -> list[Any]:
+    """The (file, release) pairs vLLM itself served in the corpus record, with the K it drafted."""
+    return [
+        pytest.param(entry, release, id=f"{release}:{entry.dir}")
+        for entry in ENTRIES
+        for release in ("vllm==0.33.0", "vllm==0.34.0")
+        if RECORD[entry.dir][release]["outcome"] == "served"
+        and RECORD[entry.dir][release].get("num_speculative_tokens") is not None
+    ]
+
+
+@pytest.mark.parametrize(("entry", "release"), vllm_k_pairs())
+def test_the_vllm_column_drafts_what_vllm_drafts(entry: Entry, release: str) -> None:
+    """Drafts and query positions: where the record's K is the one vLLM chose itself (`k_given`
+    null: DSpark takes block_size), the column's K is that one or a DFT072 names vLLM's choice
+    (the launch line passes another); where the record's K was given, the column's query positions
+    for that K are vLLM's."""
+    engine = RECORD[entry.dir][release]
+    report = inspect_for_engines(load_checkpoint(str(entry.folder)), [release])
+    view = report.extra["engines"][release]
+    if view["num_speculative_tokens"] is None:
+        # No K the tool can know (no block size): a column that serves as trained asks for -k.
+        assert view["outcome"] not in {"served", "served-with-plugin"} or "DFT075" in view["findings"], view
+        return
+    if engine["k_given"] is None and view["num_speculative_tokens"] != engine["num_speculative_tokens"]:
+        named = [f.values for f in report.findings if f.code == "DFT072" and f.values.get("engine") == release]
+        assert named, (view["num_speculative_tokens"], engine["num_speculative_tokens"])
+        assert named[0]["default_num_speculative_tokens"] == engine["num_speculative_tokens"]
+        assert named[0]["default_num_query_tokens"] == engine["query_positions"]
+        return
+    if engine["k_given"] is None or engine["k_given"] == view["num_speculative_tokens"]:
+        assert view["num_speculative_tokens"] == engine["num_speculative_tokens"]
+        assert view["num_query_tokens"] == engine["query_positions"]
