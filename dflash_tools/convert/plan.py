@@ -26,6 +26,7 @@ from dflash_tools.convert.translate import (
     fill_missing_verifier,
     render_cross,
 )
+from dflash_tools.documents import JsonDocument, json_rules
 from dflash_tools.draft.description import Algorithm, Dialect, DraftDescription
 from dflash_tools.draft.geometry import Geometry, resolve_geometry
 from dflash_tools.draft.target import TargetDescription, target_argument
@@ -51,18 +52,12 @@ _TENSOR_PREFIXES = ("model.draft_model.", "draft_model.", "model.")
 
 
 @dataclass(frozen=True)
-class TensorChange:
+class TensorChange(JsonDocument):
     name: str
     action: str  # "drop" | "rename"
     file: str
     reason: str
-    new_name: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"name": self.name, "action": self.action, "file": self.file, "reason": self.reason}
-        if self.new_name is not None:
-            out["new_name"] = self.new_name
-        return out
+    new_name: str | None = field(default=None, metadata=json_rules(omit_none=True))
 
 
 @dataclass
