@@ -2,8 +2,8 @@
 
 A result class derives from `JsonDocument`; its JSON object is its dataclass fields in their
 declared order, then its `json_properties` (derived values, by attribute, or by a dotted path of
-attributes through nested objects: `site.path`, None where a step is None; a mapping of such
-paths is a nested object), each value encoded
+attributes through nested objects: `site.path`, None where a step is None, `launch.shell()` a
+method's answer; a mapping of such paths is a nested object), each value encoded
 as the documents always have: a nested result by its own `to_dict()`, an enum by its value, a
 tuple as a list, a mapping and a list copied, a path as its string. A field says how it differs
 with `json_rules(...)` metadata (`field(metadata=json_rules(...))`): another JSON name, left out,
@@ -74,12 +74,15 @@ def encode(value: Any) -> Any:
 
 
 def attribute(instance: Any, path: str) -> Any:
-    """`instance.a.b` for the path `a.b`; None where a step is None (an optional nested result)."""
+    """`instance.a.b` for the path `a.b`; None where a step is None (an optional nested result). A
+    step `name()` calls that method, without arguments."""
     value = instance
-    for name in path.split("."):
+    for step in path.split("."):
         if value is None:
             return None
-        value = getattr(value, name)
+        value = getattr(value, step.removesuffix("()"))
+        if step.endswith("()"):
+            value = value()
     return value
 
 
@@ -111,7 +114,8 @@ class JsonDocument:
     """A dataclass whose `to_dict()` is `document(self)`."""
 
     # Derived values written after the fields: JSON key -> attribute (a property), a dotted path
-    # of attributes (`site.path`: None where a step is None), or a mapping of those (an object).
+    # of attributes (`site.path`: None where a step is None; `diff()` calls the method), or a
+    # mapping of those (a nested object).
     json_properties: ClassVar[Mapping[str, Any]] = {}
     # When set, the document's keys in their order (fields by JSON name, and properties); any
     # other is left out. Empty: every field in declared order, then the properties.

@@ -91,6 +91,7 @@ class Geometry:
             "num_query_tokens": num_query_tokens(k, sample_from_anchor),
         }
 
+    # Not a declaration: an unknown layout nulls four of the fields and adds both readings.
     def to_dict(self) -> dict[str, Any]:
         known = self.layout_known
         return {
