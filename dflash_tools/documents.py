@@ -96,17 +96,18 @@ def _derived(instance: Any, paths: Mapping[str, Any]) -> dict[str, Any]:
 
 def document(instance: Any) -> dict[str, Any]:
     """A dataclass instance's JSON object (see the module's docstring)."""
+    keys = getattr(instance, "json_keys", ())
     out: dict[str, Any] = {}
     for field in dataclasses.fields(instance):
         rules = field.metadata
-        if rules.get(_OMIT):
+        if rules.get(_OMIT) or (keys and rules.get(_NAME, field.name) not in keys):
             continue
         value = getattr(instance, field.name)
         if (rules.get(_OMIT_EMPTY) and not value) or (rules.get(_OMIT_NONE) and value is None):
             continue
         out[rules.get(_NAME, field.name)] = rules[_ENCODE](value) if _ENCODE in rules else encode(value)
-    out.update(_derived(instance, getattr(instance, "json_properties", {})))
-    keys = getattr(instance, "json_keys", ())
+    properties = getattr(instance, "json_properties", {})
+    out.update(_derived(instance, {key: path for key, path in properties.items() if not keys or key in keys}))
     return {key: out[key] for key in keys if key in out} if keys else out
 
 
