@@ -7,7 +7,8 @@ method's answer; a mapping of such paths is a nested object), each value encoded
 as the documents always have: a nested result by its own `to_dict()`, an enum by its value, a
 tuple as a list, a mapping and a list copied, a path as its string. A field says how it differs
 with `json_rules(...)` metadata (`field(metadata=json_rules(...))`): another JSON name, left out,
-left out when empty (falsy) or when None, or its own encoding. A class whose keys are not its
+left out when empty (falsy) or when None, its own encoding, or (a mapping) its items written as
+the document's own keys, in its place (`inline`). A class whose keys are not its
 fields in order, or only some of them, names its keys in `json_keys`: the document is those keys,
 in that order (a field or property not named is left out).
 
@@ -28,6 +29,7 @@ _NAME = "json_name"
 _OMIT = "json_omit"
 _OMIT_EMPTY = "json_omit_empty"
 _OMIT_NONE = "json_omit_none"
+_INLINE = "json_inline"
 _ENCODE = "json_encode"
 
 
@@ -38,11 +40,13 @@ def json_rules(
     omit_empty: bool = False,
     omit_none: bool = False,
     encode: Callable[[Any], Any] | None = None,
+    inline: bool = False,
 ) -> dict[str, Any]:
     """A field's JSON rule, as its `dataclasses.field(metadata=...)` (a plain `field`, which mypy's
     dataclass plugin understands): `name` (its key), `omit` (never written), `omit_empty` (not
     written when falsy), `omit_none` (not written when None), `encode` (the value's JSON, instead
-    of the default)."""
+    of the default), `inline` (a mapping's items written as the document's own keys; one that is
+    already there keeps its place and takes the item's value, as `{**items}` does)."""
     metadata: dict[str, Any] = {}
     if name is not None:
         metadata[_NAME] = name
@@ -54,6 +58,8 @@ def json_rules(
         metadata[_OMIT_NONE] = True
     if encode is not None:
         metadata[_ENCODE] = encode
+    if inline:
+        metadata[_INLINE] = True
     return metadata
 
 
@@ -105,7 +111,11 @@ def document(instance: Any) -> dict[str, Any]:
         value = getattr(instance, field.name)
         if (rules.get(_OMIT_EMPTY) and not value) or (rules.get(_OMIT_NONE) and value is None):
             continue
-        out[rules.get(_NAME, field.name)] = rules[_ENCODE](value) if _ENCODE in rules else encode(value)
+        written = rules[_ENCODE](value) if _ENCODE in rules else encode(value)
+        if rules.get(_INLINE):
+            out.update(written)
+        else:
+            out[rules.get(_NAME, field.name)] = written
     properties = getattr(instance, "json_properties", {})
     out.update(_derived(instance, {key: path for key, path in properties.items() if not keys or key in keys}))
     return {key: out[key] for key in keys if key in out} if keys else out
