@@ -14,7 +14,7 @@ in that order (a field or property not named is left out).
 
 Hand-written over `dataclasses.asdict` (which copies deeply, renames nothing, and has no derived
 values or omission rules) and over pydantic (a dependency, and a model class per result, for what
-is 60 lines of the standard library). It imports nothing of ours: every layer may use it.
+is 100-odd lines of the standard library). It imports nothing of ours: every layer may use it.
 """
 
 from __future__ import annotations
