@@ -10,7 +10,9 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, ClassVar
+
+from dflash_tools.documents import JsonDocument, json_rules
 
 
 class Severity(StrEnum):
@@ -260,7 +262,7 @@ CATALOGUE: dict[str, CodeInfo] = _with_texts(_CATALOGUE)
 
 
 @dataclass(frozen=True)
-class Finding:
+class Finding(JsonDocument):
     """One problem (or note) about a checkpoint.
 
     `keys` names the exact config keys or tensor names involved and `values` their values, so a
@@ -272,23 +274,18 @@ class Finding:
     message: str
     hint: str = ""
     keys: tuple[str, ...] = ()
-    values: dict[str, Any] = field(default_factory=dict)
-    file: str | None = None
+    values: dict[str, Any] = field(
+        default_factory=dict, metadata=json_rules(omit_empty=True, encode=lambda values: _strict_json(values))
+    )
+    file: str | None = field(default=None, metadata=json_rules(omit_none=True))
 
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "code": self.code,
-            "severity": self.severity.value,
-            "title": CATALOGUE[self.code].title if self.code in CATALOGUE else "",
-            "message": self.message,
-            "hint": self.hint,
-            "keys": list(self.keys),
-        }
-        if self.values:
-            out["values"] = _strict_json(self.values)
-        if self.file is not None:
-            out["file"] = self.file
-        return out
+    json_keys: ClassVar[tuple[str, ...]] = ("code", "severity", "title", "message", "hint", "keys", "values", "file")
+    json_properties: ClassVar[dict[str, str]] = {"title": "title"}
+
+    @property
+    def title(self) -> str:
+        """The catalogue's title of the code ("" for a code it does not list)."""
+        return CATALOGUE[self.code].title if self.code in CATALOGUE else ""
 
 
 def brief_list(values: Sequence[Any], shown: int = 12) -> str:

@@ -51,6 +51,7 @@ def find_code(text: str) -> CodeInfo:
     )
 
 
+# Not a declaration: a catalogue entry as `explain` prints it, its texts made plain for the terminal.
 def to_dict(info: CodeInfo) -> dict[str, Any]:
     return {
         "code": info.code,

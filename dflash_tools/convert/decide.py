@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from dflash_tools.convert.json_edit import same_json
+from dflash_tools.documents import JsonDocument
 from dflash_tools.draft.description import DraftDescription, ValueSource
 from dflash_tools.draft.dialect_spec import ProposalCount
 from dflash_tools.draft.geometry import Geometry, decide_layout, layout_name, resolve_geometry
@@ -23,16 +24,13 @@ from dflash_tools.reading.checkpoint import CONFIG_NAME
 
 
 @dataclass(frozen=True)
-class Decision:
+class Decision(JsonDocument):
     """How one value of the output was decided: kept, defaulted, inferred, set by a flag, fixed."""
 
     key: str
     value: Any
     source: str  # "explicit" | "inferred" | "default" | "flag" | "fixed" | "mapped"
     message: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"key": self.key, "value": self.value, "source": self.source, "message": self.message}
 
 
 def _positive_int(value: Any) -> bool:

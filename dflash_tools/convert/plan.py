@@ -11,9 +11,10 @@ from __future__ import annotations
 import difflib
 import os
 import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from dflash_tools import dialects
 from dflash_tools.convert.decide import Decision, decide_geometry
@@ -26,6 +27,7 @@ from dflash_tools.convert.translate import (
     fill_missing_verifier,
     render_cross,
 )
+from dflash_tools.documents import JsonDocument, json_rules
 from dflash_tools.draft.description import Algorithm, Dialect, DraftDescription
 from dflash_tools.draft.geometry import Geometry, resolve_geometry
 from dflash_tools.draft.target import TargetDescription, target_argument
@@ -51,30 +53,24 @@ _TENSOR_PREFIXES = ("model.draft_model.", "draft_model.", "model.")
 
 
 @dataclass(frozen=True)
-class TensorChange:
+class TensorChange(JsonDocument):
     name: str
     action: str  # "drop" | "rename"
     file: str
     reason: str
-    new_name: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"name": self.name, "action": self.action, "file": self.file, "reason": self.reason}
-        if self.new_name is not None:
-            out["new_name"] = self.new_name
-        return out
+    new_name: str | None = field(default=None, metadata=json_rules(omit_none=True))
 
 
 @dataclass
-class ConvertPlan:
+class ConvertPlan(JsonDocument):
     """Everything `convert` will do, decided before anything is written."""
 
     loaded: LoadedCheckpoint
     before: InspectReport
     description: DraftDescription
     output_dialect: Dialect
-    geometry: Geometry
-    config: dict[str, Any]
+    geometry: Geometry = field(metadata=json_rules(omit=True))  # JSON: `written_geometry`
+    config: dict[str, Any] = field(metadata=json_rules(omit=True))
     config_text: str
     decisions: list[Decision] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
@@ -84,9 +80,42 @@ class ConvertPlan:
     # `--for ENGINE`: what each engine release does with the written config (engine_view, in short).
     engines: dict[str, dict[str, Any]] = field(default_factory=dict)
 
+    json_keys: ClassVar[tuple[str, ...]] = (
+        "source",
+        "source_kind",
+        "location",
+        "commit",
+        "dialect",
+        "algorithm",
+        "geometry",
+        "decisions",
+        "warnings",
+        "config",
+        "tensors",
+        "engines",
+        "changed",
+    )
+    json_properties: ClassVar[Mapping[str, Any]] = {
+        "source": "loaded.source",
+        "source_kind": "loaded.kind",
+        "location": "loaded.location",
+        "commit": "loaded.commit",
+        "dialect": {"before": "description.dialect.value", "after": "output_dialect.value"},
+        "algorithm": "description.algorithm",
+        "geometry": {"before": "before.geometry", "after": "written_geometry"},
+        "config": {"changed": "config_changed", "changed_keys": "changed_keys()", "diff": "diff()"},
+        "tensors": {"changes": "tensor_changes"},
+        "changed": "changed",
+    }
+
     @property
     def original_text(self) -> str:
         return self.loaded.config_text or ""
+
+    @property
+    def written_geometry(self) -> Geometry:
+        """The geometry of the written config, as inspect reads it (else as decided)."""
+        return self.output_geometry or self.geometry
 
     @property
     def cross_dialect(self) -> bool:
@@ -121,27 +150,6 @@ class ConvertPlan:
                 tofile=f"b/{CONFIG_NAME}",
             )
         )
-
-    def to_dict(self) -> dict[str, Any]:
-        before = self.before.geometry
-        return {
-            "source": self.loaded.source,
-            "source_kind": self.loaded.kind,
-            "location": self.loaded.location,
-            "commit": self.loaded.commit,
-            "dialect": {"before": self.description.dialect.value, "after": self.output_dialect.value},
-            "algorithm": self.description.algorithm.value,
-            "geometry": {
-                "before": before.to_dict() if before else None,
-                "after": (self.output_geometry or self.geometry).to_dict(),
-            },
-            "decisions": [d.to_dict() for d in self.decisions],
-            "warnings": list(self.warnings),
-            "config": {"changed": self.config_changed, "changed_keys": self.changed_keys(), "diff": self.diff()},
-            "tensors": {"changes": [c.to_dict() for c in self.tensor_changes]},
-            "engines": dict(self.engines),
-            "changed": self.changed,
-        }
 
 
 def engine_specs(values: Any) -> list[str]:

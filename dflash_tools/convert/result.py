@@ -60,6 +60,7 @@ class ConvertResult:
     def bytes_linked(self) -> int:
         return sum(f.bytes for f in self.files if f.action in ("hardlink", "symlink"))
 
+    # Not a declaration: the command's document, its plan's keys and its own around them.
     def to_dict(self) -> dict[str, Any]:
         document: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "command": "convert"}
         document.update(self.plan.to_dict())

@@ -9,10 +9,12 @@ specs (`dialect_spec.py`) and re-exported here.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, ClassVar
 
+from dflash_tools.documents import JsonDocument
 from dflash_tools.draft.dialect_spec import Algorithm, Dialect, DialectSpec, LayoutKey, ProposalCount
 from dflash_tools.draft.profiles import load_profiles, match_profile
 from dflash_tools.findings import Finding
@@ -127,7 +129,7 @@ RANKS = {
 
 
 @dataclass(frozen=True)
-class LayoutFact:
+class LayoutFact(JsonDocument):
     """One piece of evidence about the trained layout, as geometry weighs it (JSON
     `geometry.layout_evidence`).
 
@@ -141,6 +143,9 @@ class LayoutFact:
     sample_from_anchor: bool | None
     why: str
 
+    json_keys: ClassVar[tuple[str, ...]] = ("kind", "where", "says", "sample_from_anchor", "rank", "why")
+    json_properties: ClassVar[Mapping[str, str]] = {"says": "says", "rank": "rank"}
+
     @property
     def rank(self) -> int:
         return self.kind.rank
@@ -150,16 +155,6 @@ class LayoutFact:
         if self.sample_from_anchor is None:
             return "either"
         return "anchor-first" if self.sample_from_anchor else "bonus-anchor"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind.value,
-            "where": self.where,
-            "says": self.says,
-            "sample_from_anchor": self.sample_from_anchor,
-            "rank": self.rank,
-            "why": self.why,
-        }
 
 
 @dataclass

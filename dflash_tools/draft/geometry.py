@@ -90,8 +90,8 @@ class Geometry:
             "num_query_tokens": num_query_tokens(k, sample_from_anchor),
         }
 
-    def to_dict(self) -> dict[str, Any]:
-        known = self.layout_known
+    def to_dict(self) -> dict[str, Any]:  # not a declaration: an unknown layout nulls 4 fields, adds readings
+        known, k_known = self.layout_known, self.layout_known or self.speculative_tokens_requested
         return {
             "block_size": self.block_size,
             "block_size_source": self.block_size_source.value,
@@ -100,9 +100,7 @@ class Geometry:
             "sample_from_anchor_key": self.sample_from_anchor_key,
             "layout": self.layout,
             "max_speculative_tokens": self.max_speculative_tokens if known else None,
-            "num_speculative_tokens": self.num_speculative_tokens
-            if known or self.speculative_tokens_requested
-            else None,
+            "num_speculative_tokens": self.num_speculative_tokens if k_known else None,
             "num_query_tokens": self.num_query_tokens if known else None,
             "speculative_tokens_requested": self.speculative_tokens_requested,
             "layout_decided_by": self.layout_decided_by.value if self.layout_decided_by else None,

@@ -14,16 +14,18 @@ import hashlib
 import json
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cache
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
+from dflash_tools.documents import JsonDocument
 from dflash_tools.findings import Finding, make_finding
 from dflash_tools.reading.local import configs_dir as configs_dir  # re-exported: reading owns where configs live
 
 
 @dataclass(frozen=True)
-class Release:
+class Release(JsonDocument):
     """One published revision of a profile's draft: where it is and what its config.json was."""
 
     repo: str
@@ -34,17 +36,11 @@ class Release:
     # Later or earlier commits whose config.json is the same file.
     other_revisions: tuple[str, ...] = ()
 
+    json_keys: ClassVar[tuple[str, ...]] = ("repo", "revision", "other_revisions", "config_sha256")
+
     @property
     def label(self) -> str:
         return f"{self.repo}@{self.revision[:8]}" if self.revision else f"{self.repo} (revision not recorded)"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "repo": self.repo,
-            "revision": self.revision,
-            "other_revisions": list(self.other_revisions),
-            "config_sha256": self.config_sha256,
-        }
 
 
 @dataclass(frozen=True)
@@ -104,7 +100,7 @@ MAX_DIFFERENCES = 200
 
 
 @dataclass
-class ProfileMatch:
+class ProfileMatch(JsonDocument):
     name: str
     matched_by: str  # "config sha256", "config content", "repo id", "folder name" or "dimensions"
     differences: list[dict[str, Any]] = field(default_factory=list)
@@ -115,21 +111,21 @@ class ProfileMatch:
     nearest_release: Release | None = None
     config_differences: list[dict[str, Any]] = field(default_factory=list)
 
+    json_keys: ClassVar[tuple[str, ...]] = (
+        "name",
+        "matched_by",
+        "matches",
+        "differences",
+        "release",
+        "releases_known",
+        "nearest_release",
+        "config_differences",
+    )
+    json_properties: ClassVar[Mapping[str, str]] = {"matches": "matches"}
+
     @property
     def matches(self) -> bool:
         return not self.differences
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "matched_by": self.matched_by,
-            "matches": self.matches,
-            "differences": self.differences,
-            "release": self.release.to_dict() if self.release else None,
-            "releases_known": self.releases_known,
-            "nearest_release": self.nearest_release.to_dict() if self.nearest_release else None,
-            "config_differences": self.config_differences,
-        }
 
 
 # Objects nested deeper than this are compared whole (a real config nests three or four levels;

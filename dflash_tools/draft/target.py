@@ -13,8 +13,9 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
+from dflash_tools.documents import JsonDocument
 from dflash_tools.draft.description import DraftDescription
 from dflash_tools.draft.model_limits import over_limit
 from dflash_tools.errors import SourceError, UsageError
@@ -41,7 +42,7 @@ SLIDING_ATTENTION = "sliding_attention"
 
 
 @dataclass(frozen=True)
-class TargetDescription:
+class TargetDescription(JsonDocument):
     """A target model as every command reads it: its config.json, read once (`target_from_config`).
 
     A multimodal target is its text model: each key is read from `text_config` when that holds
@@ -72,24 +73,24 @@ class TargetDescription:
     # is None, ..."): pairing does not need it, a serving plan does (`require_attention`).
     attention_problem: str | None = None
 
+    # The pairing fields (JSON `target`); the attention geometry is a plan's (`AttentionDims`).
+    json_keys: ClassVar[tuple[str, ...]] = (
+        "source",
+        "location",
+        "num_hidden_layers",
+        "hidden_size",
+        "vocab_size",
+        "rope_theta",
+        "architectures",
+        "multimodal",
+    )
+
     def require_attention(self) -> None:
         """Raise SourceError naming the key when the attention geometry could not be read."""
         if self.attention_problem is not None:
             raise SourceError(
                 f"target {self.location}: {self.attention_problem}", "pass the target model's own config.json"
             )
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "source": self.source,
-            "location": self.location,
-            "num_hidden_layers": self.num_hidden_layers,
-            "hidden_size": self.hidden_size,
-            "vocab_size": self.vocab_size,
-            "rope_theta": self.rope_theta,
-            "architectures": self.architectures,
-            "multimodal": self.multimodal,
-        }
 
 
 def text_value(config: Mapping[str, Any], key: str) -> tuple[Any, str]:

@@ -12,8 +12,8 @@ import re
 from collections import Counter
 from dataclasses import dataclass, replace
 from enum import StrEnum
-from typing import Any
 
+from dflash_tools.documents import JsonDocument
 from dflash_tools.draft.description import Algorithm, DraftDescription
 from dflash_tools.findings import Finding, make_finding
 from dflash_tools.reading.safetensors_header import TensorHeader
@@ -151,14 +151,11 @@ def _dspark_tensors(desc: DraftDescription) -> list[ExpectedTensor]:
 
 
 @dataclass(frozen=True)
-class TensorSummary:
+class TensorSummary(JsonDocument):
     count: int
     parameters: int
     bytes: int
     dtypes: dict[str, int]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"count": self.count, "parameters": self.parameters, "bytes": self.bytes, "dtypes": dict(self.dtypes)}
 
 
 def summarize(tensors: dict[str, TensorHeader]) -> TensorSummary:

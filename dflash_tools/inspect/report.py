@@ -67,6 +67,7 @@ class InspectReport:
     def tensors(self) -> dict[str, TensorHeader]:
         return self.loaded.tensors
 
+    # Not a declaration: the schema-versioned document, its parts composed from the loaded checkpoint.
     def to_dict(self, *, include_tensors: bool = False) -> dict[str, Any]:
         """The stable JSON document (`SCHEMA_VERSION`); the command's adds `command`, `exit_code`
         and an `ok` that follows `--fail-on` (`serving.inspect_sources`)."""

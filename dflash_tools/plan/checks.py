@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from dflash_tools.documents import JsonDocument, json_rules
 from dflash_tools.draft.description import DraftDescription
@@ -259,20 +259,18 @@ class TensorParallelProblem(JsonDocument):
 
 
 @dataclass(frozen=True)
-class VocabSplit:
+class VocabSplit(JsonDocument):
     model: str
     vocab_size: int
-    padded: int
+    padded: int = field(metadata=json_rules(name="padded_vocab_size"))
     rows_per_rank: int | None  # None when the padded rows do not split evenly
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "model": self.model,
-            "vocab_size": self.vocab_size,
-            "padded_vocab_size": self.padded,
-            "padding_rows": self.padded - self.vocab_size,
-            "rows_per_rank": self.rows_per_rank,
-        }
+    json_keys: ClassVar[tuple[str, ...]] = ("model", "vocab_size", "padded_vocab_size", "padding_rows", "rows_per_rank")
+    json_properties: ClassVar[Mapping[str, str]] = {"padding_rows": "padding_rows"}
+
+    @property
+    def padding_rows(self) -> int:
+        return self.padded - self.vocab_size
 
 
 def vocab_split(dims: AttentionDims, tensor_parallel_size: int) -> VocabSplit:
@@ -334,24 +332,24 @@ def head_problems(dims: AttentionDims, tensor_parallel_size: int) -> list[Tensor
 
 
 @dataclass(frozen=True)
-class TensorParallelCheck:
+class TensorParallelCheck(JsonDocument):
     tensor_parallel_size: int
     draft_tensor_parallel_size: int
     problems: tuple[TensorParallelProblem, ...]
     vocab: tuple[VocabSplit, ...]
 
+    json_keys: ClassVar[tuple[str, ...]] = (
+        "tensor_parallel_size",
+        "draft_tensor_parallel_size",
+        "ok",
+        "problems",
+        "vocab",
+    )
+    json_properties: ClassVar[Mapping[str, str]] = {"ok": "ok"}
+
     @property
     def ok(self) -> bool:
         return not self.problems
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "tensor_parallel_size": self.tensor_parallel_size,
-            "draft_tensor_parallel_size": self.draft_tensor_parallel_size,
-            "ok": self.ok,
-            "problems": [p.to_dict() for p in self.problems],
-            "vocab": [v.to_dict() for v in self.vocab],
-        }
 
 
 def check_tensor_parallel(

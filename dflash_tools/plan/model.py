@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
-from dflash_tools.documents import JsonDocument
+from dflash_tools.documents import JsonDocument, json_rules
 from dflash_tools.draft.target import TargetDescription
 from dflash_tools.engine_rules import EngineRules, json_key
 from dflash_tools.errors import EXIT_FINDINGS, EXIT_OK
@@ -36,6 +36,20 @@ CONFIG = "config"  # the target's config.json (max_model_len: max_position_embed
 # The serving settings a request may take from a preset's engine arguments (the command line gives
 # them too); others in a preset, such as enforce_eager, are not serving facts.
 REQUEST_SETTINGS = tuple(setting.name for setting in SERVING_SETTINGS if setting.from_preset)
+
+
+def _sorted_documents(findings: list[Finding]) -> list[dict[str, Any]]:
+    """Findings as JSON writes them: most severe first (`sort_findings`)."""
+    return [finding.to_dict() for finding in sort_findings(findings)]
+
+
+def _weights_document(weights: tuple[WeightBytes, WeightBytes] | None) -> dict[str, Any] | None:
+    return {"target": weights[0].to_dict(), "draft": weights[1].to_dict()} if weights else None
+
+
+def _engines_document(engines: dict[str, EnginePlan]) -> dict[str, Any]:
+    """Each release's plan under its JSON key (`engine_rules.json_key`)."""
+    return {json_key(plan.rules): plan.to_dict() for plan in engines.values()}
 
 
 @dataclass(frozen=True)
@@ -77,6 +91,7 @@ class PlanRequest:
         """The serving settings taken from the preset's engine arguments."""
         return tuple(name for name in REQUEST_SETTINGS if self.sources.get(name) == PRESET)
 
+    # Not a declaration: one draft's request, its draft's source and revision among the request's.
     def to_dict(self, draft: PlanDraft) -> dict[str, Any]:
         """The request as one draft's plan states it (JSON `plans[].request`)."""
         return {
@@ -110,14 +125,49 @@ class Setting(JsonDocument):
 
 
 @dataclass
-class EnginePlan:
+class EnginePlan(JsonDocument):
     """One engine release: how it serves the draft, with which settings, and its launch line."""
 
     view: EngineView
     settings: dict[str, Setting] = field(default_factory=dict)
     token_budget: TokenBudget | None = None
     runner: str | None = None  # vLLM: which model runner serves the draft
-    findings: list[Finding] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list, metadata=json_rules(encode=_sorted_documents))
+
+    json_keys: ClassVar[tuple[str, ...]] = (
+        "engine",
+        "version",
+        "serves",
+        "ok",
+        "outcome",
+        "refusal",
+        "path",
+        "layout",
+        "num_speculative_tokens",
+        "num_query_tokens",
+        "plugin",
+        "runner",
+        "settings",
+        "token_budget",
+        "launch",
+        "launch_command",
+        "findings",
+    )
+    json_properties: ClassVar[Mapping[str, str]] = {
+        "engine": "rules.engine",
+        "version": "rules.version",
+        "serves": "serves",
+        "ok": "ok",
+        "outcome": "view.outcome",
+        "refusal": "view.refusal",
+        "path": "view.path",
+        "layout": "view.layout",
+        "num_speculative_tokens": "view.draft_tokens",
+        "num_query_tokens": "num_query_tokens",
+        "plugin": "view.plugin",
+        "launch": "view.launch",
+        "launch_command": "view.launch.shell()",
+    }
 
     @property
     def rules(self) -> EngineRules:
@@ -146,51 +196,68 @@ class EnginePlan:
             )
         )
 
-    def to_dict(self) -> dict[str, Any]:
-        view = self.view
-        launch = view.launch
-        return {
-            "engine": self.rules.engine,
-            "version": self.rules.version,
-            "serves": self.serves,
-            "ok": self.ok,
-            "outcome": view.outcome.value,
-            "refusal": view.refusal,
-            "path": view.path,
-            "layout": view.layout.value if view.layout is not None else None,
-            "num_speculative_tokens": view.draft_tokens,
-            "num_query_tokens": self.num_query_tokens,
-            "plugin": view.plugin,
-            "runner": self.runner,
-            "settings": {name: setting.to_dict() for name, setting in self.settings.items()},
-            "token_budget": self.token_budget.to_dict() if self.token_budget is not None else None,
-            "launch": launch.to_dict() if launch is not None else None,
-            "launch_command": launch.shell() if launch is not None else None,
-            "findings": [f.to_dict() for f in sort_findings(self.findings)],
-        }
-
 
 @dataclass
-class ServingPlan:
+class ServingPlan(JsonDocument):
     """One target and draft: the numbers every engine shares, and one `EnginePlan` per release."""
 
-    request: PlanRequest
+    request: PlanRequest = field(metadata=json_rules(omit=True))  # JSON `request`: `request_document`
     draft_request: PlanDraft
-    target: LoadedCheckpoint
+    target: LoadedCheckpoint = field(metadata=json_rules(omit=True))  # JSON `target`: the request's and these
     target_description: TargetDescription  # the target's config, read once
     report: InspectReport  # the draft, inspected against the target with K
     target_name: str  # what a launch line names
-    findings: list[Finding] = field(default_factory=list)  # the draft's and the plan's own
+    # The draft's and the plan's own.
+    findings: list[Finding] = field(default_factory=list, metadata=json_rules(encode=_sorted_documents))
     target_dims: AttentionDims | None = None
     draft_dims: AttentionDims | None = None
     serving_dtype: str | None = None
     kv_cache_dtype: str | None = None
     max_model_len: Setting | None = None
-    weights: tuple[WeightBytes, WeightBytes] | None = None
+    weights: tuple[WeightBytes, WeightBytes] | None = field(default=None, metadata=json_rules(encode=_weights_document))
     kv: tuple[KvLayout, ...] = ()
     tensor_parallel: TensorParallelCheck | None = None
     memory: MemoryFit | None = None
-    engines: dict[str, EnginePlan] = field(default_factory=dict)
+    engines: dict[str, EnginePlan] = field(default_factory=dict, metadata=json_rules(encode=_engines_document))
+
+    json_keys: ClassVar[tuple[str, ...]] = (
+        "ok",
+        "request",
+        "target",
+        "draft",
+        "geometry",
+        "serving_dtype",
+        "kv_cache_dtype",
+        "max_model_len",
+        "weights",
+        "kv",
+        "tensor_parallel",
+        "memory",
+        "engines",
+        "findings",
+    )
+    json_properties: ClassVar[Mapping[str, Any]] = {
+        "ok": "ok",
+        "request": "request_document",
+        "target": {
+            "source": "request.target",
+            "location": "target.location",
+            "launch_name": "target_name",
+            "model": "target_dims",
+        },
+        "draft": {
+            "source": "report.loaded.source",
+            "location": "report.loaded.location",
+            "dialect": "report.description.dialect.value",
+            "algorithm": "report.description.algorithm",
+            "model": "draft_dims",
+        },
+        "geometry": "report.geometry",
+    }
+
+    @property
+    def request_document(self) -> dict[str, Any]:
+        return self.request.to_dict(self.draft_request)
 
     @property
     def ok(self) -> bool:
@@ -202,44 +269,24 @@ class ServingPlan:
             return False
         return bool(self.engines) and all(plan.ok for plan in self.engines.values())
 
-    def to_dict(self) -> dict[str, Any]:
-        report, geometry, desc = self.report, self.report.geometry, self.report.description
-        weights = self.weights
-        return {
-            "ok": self.ok,
-            "request": self.request.to_dict(self.draft_request),
-            "target": {
-                "source": self.request.target,
-                "location": self.target.location,
-                "launch_name": self.target_name,
-                "model": self.target_dims.to_dict() if self.target_dims is not None else None,
-            },
-            "draft": {
-                "source": report.loaded.source,
-                "location": report.loaded.location,
-                "dialect": desc.dialect.value if desc is not None else None,
-                "algorithm": desc.algorithm.value if desc is not None else None,
-                "model": self.draft_dims.to_dict() if self.draft_dims is not None else None,
-            },
-            "geometry": geometry.to_dict() if geometry is not None else None,
-            "serving_dtype": self.serving_dtype,
-            "kv_cache_dtype": self.kv_cache_dtype,
-            "max_model_len": self.max_model_len.to_dict() if self.max_model_len is not None else None,
-            "weights": {"target": weights[0].to_dict(), "draft": weights[1].to_dict()} if weights else None,
-            "kv": [layout.to_dict() for layout in self.kv],
-            "tensor_parallel": self.tensor_parallel.to_dict() if self.tensor_parallel is not None else None,
-            "memory": self.memory.to_dict() if self.memory is not None else None,
-            "engines": {json_key(plan.rules): plan.to_dict() for plan in self.engines.values()},
-            "findings": [f.to_dict() for f in sort_findings(self.findings)],
-        }
-
 
 @dataclass
-class LaunchPlan:
+class LaunchPlan(JsonDocument):
     """`dflash-tools plan`'s answer: the request and one `ServingPlan` per draft."""
 
-    request: PlanRequest
+    request: PlanRequest  # JSON: each plan states it (`plans[].request`)
     plans: list[ServingPlan]
+
+    json_keys: ClassVar[tuple[str, ...]] = ("schema_version", "command", "ok", "exit_code", "preset", "plans")
+    json_properties: ClassVar[Mapping[str, str]] = {
+        "schema_version": "schema_version",
+        "command": "command",
+        "ok": "ok",
+        "exit_code": "exit_code",
+        "preset": "request.preset",
+    }
+    schema_version: ClassVar[int] = SCHEMA_VERSION
+    command: ClassVar[str] = "plan"
 
     @property
     def ok(self) -> bool:
@@ -248,14 +295,3 @@ class LaunchPlan:
     @property
     def exit_code(self) -> int:
         return EXIT_OK if self.ok else EXIT_FINDINGS
-
-    def to_dict(self) -> dict[str, Any]:
-        """The whole JSON document of the command."""
-        return {
-            "schema_version": SCHEMA_VERSION,
-            "command": "plan",
-            "ok": self.ok,
-            "exit_code": self.exit_code,
-            "preset": self.request.preset,
-            "plans": [plan.to_dict() for plan in self.plans],
-        }

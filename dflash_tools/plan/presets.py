@@ -20,6 +20,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from dflash_tools.documents import JsonDocument
 from dflash_tools.draft.model_limits import shown_integer
 from dflash_tools.draft.profiles import configs_dir
 from dflash_tools.errors import UsageError
@@ -32,19 +33,12 @@ DEFAULT_PROMPTS = "gsm8k-style.jsonl"
 
 
 @dataclass(frozen=True)
-class Floor:
+class Floor(JsonDocument):
     """The acceptance a healthy draft must reach, and where the numbers come from."""
 
     mean_acceptance_length: float | None = None
     first_position_rate: float | None = None
     provenance: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "mean_acceptance_length": self.mean_acceptance_length,
-            "first_position_rate": self.first_position_rate,
-            "provenance": self.provenance,
-        }
 
 
 # Below these a run is a silent misconfiguration (layout, layer ids, vocabulary, causality,

@@ -7,11 +7,13 @@ it (`engine_view.engine_view` fills it in; `engine_checks` reads it).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
+from typing import Any, ClassVar
 
 from dflash_tools import dialects
+from dflash_tools.documents import JsonDocument, json_rules
 from dflash_tools.draft.description import Dialect, DraftDescription
 from dflash_tools.draft.geometry import Geometry, decide_layout, num_query_tokens
 from dflash_tools.draft.target import TargetDescription
@@ -186,8 +188,13 @@ def _draft_name(report: InspectReport) -> str:
 # --------------------------------------------------------------------------------------------
 
 
+def _codes(findings: list[Finding]) -> list[str]:
+    """An engine column's findings, by code (the report lists them in full)."""
+    return [finding.code for finding in findings]
+
+
 @dataclass
-class EngineView:
+class EngineView(JsonDocument):
     """What one engine release does with the draft (JSON: one entry of `engines`)."""
 
     rules: EngineRules
@@ -202,7 +209,7 @@ class EngineView:
     layout_source: str | None = None
     block_size: int | None = None
     block_size_source: str | None = None
-    draft_tokens: int | None = None
+    draft_tokens: int | None = field(default=None, metadata=json_rules(name="num_speculative_tokens"))
     target_layer_ids: list[int] | None = None
     target_layer_ids_source: str | None = None
     num_target_layers: int | None = None
@@ -210,13 +217,59 @@ class EngineView:
     mask_token_id: int | None = None
     mask_token_id_source: str | None = None
     matches_training: bool = False
-    launch: Launch | None = None
+    launch: Launch | None = field(default=None, metadata=json_rules(omit=True))  # JSON: `launch*`, flat
     plugin: str | None = None  # vLLM: `plugin_state.engine_column_word` ("not needed", "needed", ...)
     installed: bool = False
-    findings: list[Finding] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list, metadata=json_rules(encode=_codes))
     # The release's load path, step by step (`serving.load_path`), and how it resolved the config.
     load_path: list[dict[str, Any]] = field(default_factory=list)
     resolution: Resolution | None = None
+
+    json_keys: ClassVar[tuple[str, ...]] = (
+        "engine",
+        "version",
+        "installed",
+        "path",
+        "reads_format",
+        "outcome",
+        "refusal",
+        "layout",
+        "layout_read_from",
+        "layout_source",
+        "block_size",
+        "block_size_source",
+        "num_speculative_tokens",
+        "num_query_tokens",
+        "target_layer_ids",
+        "target_layer_ids_source",
+        "num_target_layers",
+        "num_target_layers_source",
+        "mask_token_id",
+        "mask_token_id_source",
+        "matches_training",
+        "plugin",
+        "launch",
+        "launch_environment",
+        "launch_placeholders",
+        "launch_command",
+        "findings",
+        "config_class",
+        "filled_defaults",
+        "stopped_at",
+        "load_path",
+    )
+    json_properties: ClassVar[Mapping[str, str]] = {
+        "engine": "rules.engine",
+        "version": "rules.version",
+        "num_query_tokens": "num_query_tokens",
+        "launch": "launch.argv",
+        "launch_environment": "launch.environment",
+        "launch_placeholders": "launch.placeholders",
+        "launch_command": "launch.shell()",
+        "config_class": "resolution.config_class",
+        "filled_defaults": "filled_defaults()",
+        "stopped_at": "stopped_at",
+    }
 
     @property
     def spec(self) -> str:
@@ -232,41 +285,6 @@ class EngineView:
         if self.draft_tokens is None or self.layout is None:
             return None
         return num_query_tokens(self.draft_tokens, self.layout is Layout.ANCHOR_FIRST)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "engine": self.rules.engine,
-            "version": self.rules.version,
-            "installed": self.installed,
-            "path": self.path,
-            "reads_format": self.reads_format,
-            "outcome": self.outcome.value,
-            "refusal": self.refusal,
-            "layout": self.layout.value if self.layout is not None else None,
-            "layout_read_from": list(self.layout_read_from),
-            "layout_source": self.layout_source,
-            "block_size": self.block_size,
-            "block_size_source": self.block_size_source,
-            "num_speculative_tokens": self.draft_tokens,
-            "num_query_tokens": self.num_query_tokens,
-            "target_layer_ids": self.target_layer_ids,
-            "target_layer_ids_source": self.target_layer_ids_source,
-            "num_target_layers": self.num_target_layers,
-            "num_target_layers_source": self.num_target_layers_source,
-            "mask_token_id": self.mask_token_id,
-            "mask_token_id_source": self.mask_token_id_source,
-            "matches_training": self.matches_training,
-            "plugin": self.plugin,
-            "launch": list(self.launch.argv) if self.launch is not None else None,
-            "launch_environment": dict(self.launch.environment) if self.launch is not None else None,
-            "launch_placeholders": list(self.launch.placeholders) if self.launch is not None else None,
-            "launch_command": self.launch.shell() if self.launch is not None else None,
-            "findings": [f.code for f in self.findings],
-            "config_class": self.resolution.config_class if self.resolution is not None else None,
-            "filled_defaults": self.filled_defaults(),
-            "stopped_at": self.stopped_at,
-            "load_path": self.load_path,
-        }
 
     @property
     def stopped_at(self) -> str | None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from dflash_tools.documents import JsonDocument
 from dflash_tools.engine_rules import ENGINE_RULES, Outcome, json_key
 from dflash_tools.inspect import InspectReport
 from dflash_tools.serving.engine_model import DraftFacts, EngineView
@@ -28,7 +29,7 @@ def outcome_meaning(outcome: str) -> str:
 
 
 @dataclass(frozen=True)
-class EngineVerdict:
+class EngineVerdict(JsonDocument):
     """What one release does with the draft, in one line (JSON: one entry of `engine_verdicts`)."""
 
     engine: str
@@ -44,15 +45,6 @@ class EngineVerdict:
     @classmethod
     def of(cls, view: EngineView) -> EngineVerdict:
         return cls(view.rules.engine, view.rules.version, view.outcome, view.draft_tokens, view.num_query_tokens)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "engine": self.engine,
-            "version": self.version,
-            "outcome": self.outcome.value,
-            "num_speculative_tokens": self.num_speculative_tokens,
-            "num_query_tokens": self.num_query_tokens,
-        }
 
 
 def table_verdicts(report: InspectReport, target_name: str | None = None) -> list[EngineVerdict]:

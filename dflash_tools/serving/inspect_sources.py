@@ -175,6 +175,7 @@ class InspectResult:
             documents.append(document)
         return documents
 
+    # Not a declaration: one source's document, or an array of them, each with its own exit code.
     def to_dict(self, *, include_tensors: bool = False) -> dict[str, Any] | list[dict[str, Any]]:
         """The `--json` document: one source's, or an array of them."""
         documents = self.documents(include_tensors=include_tensors)

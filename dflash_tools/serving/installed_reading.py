@@ -28,9 +28,10 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from dflash_tools.documents import JsonDocument, json_rules
 from dflash_tools.draft.geometry import num_query_tokens
@@ -70,7 +71,7 @@ class ReadStep(JsonDocument):
 
 
 @dataclass(frozen=True)
-class EngineReading:
+class EngineReading(JsonDocument):
     """What an installed engine's own code made of one draft (None: that step did not read it).
 
     `target_layer_ids` are in the z-lab convention (the layer whose output is captured), as the
@@ -92,7 +93,7 @@ class EngineReading:
     mask_token_id: int | None = None
     target_layer_ids: tuple[int, ...] | None = None
     notes: tuple[str, ...] = ()
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict, metadata=json_rules(inline=True))
 
     @property
     def name(self) -> str:
@@ -118,24 +119,6 @@ class EngineReading:
 
     def unavailable(self) -> list[ReadStep]:
         return [step for step in self.steps if step.status == UNAVAILABLE]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "engine": self.engine,
-            "version": self.version,
-            "steps": [step.to_dict() for step in self.steps],
-            "method": self.method,
-            "architecture": self.architecture,
-            "registered": self.registered,
-            "num_speculative_tokens": self.num_speculative_tokens,
-            "query_positions": self.query_positions,
-            "sample_from_anchor": self.sample_from_anchor,
-            "block_size": self.block_size,
-            "mask_token_id": self.mask_token_id,
-            "target_layer_ids": list(self.target_layer_ids) if self.target_layer_ids is not None else None,
-            "notes": list(self.notes),
-            **self.extra,
-        }
 
 
 # --------------------------------------------------------------------------------------------
@@ -263,10 +246,26 @@ class InstalledEngineView(EngineView):
     """One engine column read from the engine installed here (its `rules` are the table used for
     what its config code cannot show: the release's own, or the newest one of that engine)."""
 
-    reading: EngineReading | None = None
-    table_spec: str = ""  # the table compared with (its own) or filling in (the newest)
+    reading: EngineReading | None = field(default=None, metadata=json_rules(name="installed_reading"))
+    # The table compared with (its own) or filling in (the newest).
+    table_spec: str = field(default="", metadata=json_rules(name="table"))
     has_table: bool = True  # the tool has a table for this very release
     disagreements: list[Disagreement] = field(default_factory=list)
+
+    json_keys: ClassVar[tuple[str, ...]] = (
+        *EngineView.json_keys,
+        "read_from",
+        "table",
+        "has_table",
+        "installed_reading",
+        "disagreements",
+    )
+    # The version read from the installed engine, in the place of the table's.
+    json_properties: ClassVar[Mapping[str, str]] = {
+        **EngineView.json_properties,
+        "version": "version",
+        "read_from": "read_from",
+    }
 
     @classmethod
     def of(cls, view: EngineView, **extra: Any) -> InstalledEngineView:
@@ -287,16 +286,6 @@ class InstalledEngineView(EngineView):
         if self.reading is None:
             return ""
         return f"the installed {self.reading.name}"
-
-    def to_dict(self) -> dict[str, Any]:
-        out = super().to_dict()
-        out["version"] = self.version
-        out["read_from"] = self.read_from
-        out["table"] = self.table_spec
-        out["has_table"] = self.has_table
-        out["installed_reading"] = self.reading.to_dict() if self.reading is not None else None
-        out["disagreements"] = [d.to_dict() for d in self.disagreements]
-        return out
 
 
 def corrected_rules(

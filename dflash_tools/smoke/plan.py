@@ -23,12 +23,13 @@ trained K), then the decisions docs/smoke-test.md describes:
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from dflash_tools import smoke_contract as contract
+from dflash_tools.documents import JsonDocument, json_rules
 from dflash_tools.draft.description import Algorithm, DraftDescription
 from dflash_tools.draft.geometry import Geometry, layout_name, num_query_tokens, resolve_geometry
 from dflash_tools.draft.target import TargetDescription
@@ -55,15 +56,15 @@ ADDITIONAL_CONFIG_KEY = "dflash_tools"
 
 
 @dataclass
-class DraftPlan:
-    source: str
+class DraftPlan(JsonDocument):
+    source: str = field(metadata=json_rules(name="draft"))
     label: str
-    findings: list[Finding]
+    findings: list[Finding]  # JSON: `preflight.findings`
     report: InspectReport | None = None
     entry: DraftEntry | None = None
     floor: Floor = SANITY_FLOOR
     runs: list[RunPlan] = field(default_factory=list)
-    refusal: str | None = None
+    refusal: str | None = field(default=None, metadata=json_rules(omit=True))  # JSON: `refusal_document`
     refusal_kind: str | None = None  # "preflight" | "setup"
     notes: list[str] = field(default_factory=list)
     forced: bool = False
@@ -71,6 +72,49 @@ class DraftPlan:
     single_k_only: str | None = None
     # The draft could not be read at all (no such source, the Hub unreachable): {message, hint}.
     read_error: dict[str, str] | None = None
+
+    json_keys: ClassVar[tuple[str, ...]] = (
+        "draft",
+        "label",
+        "dialect",
+        "algorithm",
+        "geometry",
+        "preflight",
+        "runnable",
+        "refusal",
+        "floor",
+        "expect",
+        "references",
+        "notes",
+        "runs",
+    )
+    json_properties: ClassVar[Mapping[str, Any]] = {
+        "dialect": "report.description.dialect.value",
+        "algorithm": "report.description.algorithm",
+        "geometry": "report.geometry",
+        "preflight": {"ok": "preflight_ok", "error": "read_error", "findings": "findings", "forced": "forced"},
+        "runnable": "runnable",
+        "refusal": "refusal_document",
+        "expect": "expect",
+        "references": "references",
+    }
+
+    @property
+    def preflight_ok(self) -> bool:
+        return not has_errors(self.findings) and self.read_error is None
+
+    @property
+    def refusal_document(self) -> dict[str, str | None] | None:
+        return {"kind": self.refusal_kind, "message": self.refusal} if self.refusal else None
+
+    @property
+    def expect(self) -> dict[str, Any]:
+        """What the preset's entry expects of the run ({} without one)."""
+        return dict(self.entry.expect) if self.entry else {}
+
+    @property
+    def references(self) -> list[dict[str, Any]]:
+        return list(self.entry.references) if self.entry else []
 
     @property
     def runnable(self) -> bool:
@@ -83,31 +127,6 @@ class DraftPlan:
     @property
     def sweep(self) -> bool:
         return any(run.sweep for run in self.runs)
-
-    def to_dict(self) -> dict[str, Any]:
-        report = self.report
-        geometry = report.geometry if report else None
-        desc = report.description if report else None
-        return {
-            "draft": self.source,
-            "label": self.label,
-            "dialect": desc.dialect.value if desc else None,
-            "algorithm": desc.algorithm.value if desc else None,
-            "geometry": geometry.to_dict() if geometry else None,
-            "preflight": {
-                "ok": not has_errors(self.findings) and self.read_error is None,
-                "error": dict(self.read_error) if self.read_error else None,
-                "findings": [f.to_dict() for f in self.findings],
-                "forced": self.forced,
-            },
-            "runnable": self.runnable,
-            "refusal": {"kind": self.refusal_kind, "message": self.refusal} if self.refusal else None,
-            "floor": self.floor.to_dict(),
-            "expect": dict(self.entry.expect) if self.entry else {},
-            "references": list(self.entry.references) if self.entry else [],
-            "notes": list(self.notes),
-            "runs": [run.to_dict() for run in self.runs],
-        }
 
 
 @dataclass

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dflash_tools import smoke_contract as contract
+from dflash_tools.documents import JsonDocument, json_rules
 from dflash_tools.draft.description import Algorithm
 from dflash_tools.draft.geometry import layout_name
 from dflash_tools.errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE
@@ -32,22 +33,12 @@ CLEAR_MARGIN = 0.10
 
 
 @dataclass
-class Verdict:
+class Verdict(JsonDocument):
     status: str  # "pass" | "fail" | "error" | "refused" | "skipped" | "planned"
     reasons: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     # Why acceptance likely collapsed (`smoke.diagnosis`), on a run that failed its floor.
-    diagnosis: dict[str, Any] | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        document: dict[str, Any] = {
-            "status": self.status,
-            "reasons": list(self.reasons),
-            "warnings": list(self.warnings),
-        }
-        if self.diagnosis is not None:
-            document["diagnosis"] = self.diagnosis
-        return document
+    diagnosis: dict[str, Any] | None = field(default=None, metadata=json_rules(omit_none=True))
 
 
 def layout_cause(run: RunPlan, result: contract.SmokeResult | None) -> str | None:

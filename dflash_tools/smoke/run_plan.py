@@ -8,11 +8,13 @@ is a `ServerRun`: smoke-test chose no runner, launched no child and sent it no r
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import ClassVar
 
 from dflash_tools import smoke_contract as contract
+from dflash_tools.documents import JsonDocument
 from dflash_tools.draft.geometry import layout_name
 from dflash_tools.serving.plugin_state import PluginState
 from dflash_tools.serving.vllm_runtime import VllmRuntime
@@ -62,7 +64,7 @@ class Serving(StrEnum):
 
 
 @dataclass
-class RunPlan:
+class RunPlan(JsonDocument):
     """One child process: one draft served in one layout."""
 
     label: str
@@ -80,28 +82,32 @@ class RunPlan:
     # Warnings about this K from the geometry rules (a sweep's K above the trained K, unused taps).
     notes: list[str] = field(default_factory=list)
 
+    json_keys: ClassVar[tuple[str, ...]] = (
+        "label",
+        "slug",
+        "layout_role",
+        "layout",
+        "sample_from_anchor",
+        "num_speculative_tokens",
+        "num_query_tokens",
+        "runner",
+        "serving",
+        "env",
+        "skip_reason",
+        "sweep",
+        "notes",
+        "prefix_caching_check",
+        "request",
+    )
+    json_properties: ClassVar[Mapping[str, str]] = {"layout": "layout", "prefix_caching_check": "prefix_caching_check"}
+
+    @property
+    def layout(self) -> str | None:
+        return layout_name(self.sample_from_anchor) if self.sample_from_anchor is not None else None
+
     @property
     def prefix_caching_check(self) -> bool:
         return bool(self.request and self.request.get("prefix_caching_check"))
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "label": self.label,
-            "slug": self.slug,
-            "layout_role": self.layout_role,
-            "layout": layout_name(self.sample_from_anchor) if self.sample_from_anchor is not None else None,
-            "sample_from_anchor": self.sample_from_anchor,
-            "num_speculative_tokens": self.num_speculative_tokens,
-            "num_query_tokens": self.num_query_tokens,
-            "runner": self.runner.value,
-            "serving": self.serving.value,
-            "env": dict(self.env),
-            "skip_reason": self.skip_reason,
-            "sweep": self.sweep,
-            "notes": list(self.notes),
-            "prefix_caching_check": self.prefix_caching_check,
-            "request": dict(self.request) if self.request is not None else None,
-        }
 
 
 @dataclass

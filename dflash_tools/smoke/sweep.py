@@ -44,10 +44,11 @@ Pure functions over contract results; nothing here runs an engine.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from dflash_tools import smoke_contract as contract
+from dflash_tools.documents import JsonDocument, json_rules
 from dflash_tools.smoke import timing
 from dflash_tools.smoke.timing import Spread
 
@@ -58,11 +59,12 @@ COST_GROWTH = 0.25
 
 
 @dataclass(frozen=True)
-class CostModel:
+class CostModel(JsonDocument):
     """The reference run's measured costs per draft step and the target alone's per token."""
 
     reference_k: int
-    rates: tuple[float, ...]  # acceptance per position of the reference run, length reference_k
+    # Acceptance per position of the reference run, length reference_k.
+    rates: tuple[float, ...] = field(metadata=json_rules(name="acceptance_rate_per_position"))
     measured_speedup: float
     draft_step_s: float
     verify_step_s: float  # everything but drafting, per draft step, at reference_k
@@ -83,16 +85,6 @@ class CostModel:
     def speedup(self, k: int) -> float:
         reference = self.mean_acceptance_length(self.reference_k) / self.step_s(self.reference_k)
         return self.measured_speedup * (self.mean_acceptance_length(k) / self.step_s(k)) / reference
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "reference_k": self.reference_k,
-            "acceptance_rate_per_position": list(self.rates),
-            "measured_speedup": self.measured_speedup,
-            "draft_step_s": self.draft_step_s,
-            "verify_step_s": self.verify_step_s,
-            "target_token_s": self.target_token_s,
-        }
 
 
 def cost_model(result: contract.SmokeResult, baseline: contract.BaselineResult | None, k: int) -> CostModel | str:

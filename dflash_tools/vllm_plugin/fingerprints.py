@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import ast
 import textwrap
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import ClassVar
 
+from dflash_tools.documents import JsonDocument, json_rules
 from dflash_tools.engine_rules import vllm_plugin_versions
 from dflash_tools.vllm_plugin import releases
 from dflash_tools.vllm_plugin.site import Site, SiteCheck, check_site, check_sites, find_class, find_site
@@ -111,7 +113,7 @@ def native_evidence(reader: SourceReader) -> list[str]:
 
 
 @dataclass
-class Classification:
+class Classification(JsonDocument):
     """How this vLLM can serve anchor-first DFlash drafts.
 
     support: "native" (its own code serves them), "patchable" (a release the plugin was written
@@ -121,22 +123,26 @@ class Classification:
     support: str
     version: str | None
     reason: str
-    checks: list[SiteCheck] = field(default_factory=list)
+    checks: list[SiteCheck] = field(default_factory=list, metadata=json_rules(name="fingerprints"))
     native_markers: list[str] = field(default_factory=list)
+
+    json_keys: ClassVar[tuple[str, ...]] = (
+        "support",
+        "version",
+        "reason",
+        "supported_versions",
+        "native_markers",
+        "fingerprints",
+    )
+    json_properties: ClassVar[Mapping[str, str]] = {"supported_versions": "supported_versions"}
+
+    @property
+    def supported_versions(self) -> tuple[str, ...]:
+        return SUPPORTED_VERSIONS
 
     @property
     def release(self) -> str | None:
         return release(self.version)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "support": self.support,
-            "version": self.version,
-            "reason": self.reason,
-            "supported_versions": list(SUPPORTED_VERSIONS),
-            "native_markers": list(self.native_markers),
-            "fingerprints": [check.to_dict() for check in self.checks],
-        }
 
 
 def classify(version: str | None, reader: SourceReader) -> Classification:

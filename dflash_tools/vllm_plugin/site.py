@@ -8,9 +8,11 @@ they do not depend on the Python version that reads them.
 from __future__ import annotations
 
 import ast
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import ClassVar
 
+from dflash_tools.documents import JsonDocument
 from dflash_tools.vllm_plugin.sources import FunctionSource, SourceReader, find_function
 
 
@@ -58,12 +60,31 @@ def find_site(text: str, site: Site) -> FunctionSource | None:
 
 
 @dataclass(frozen=True)
-class SiteCheck:
+class SiteCheck(JsonDocument):
     site: Site
     status: str  # "match" | "changed" | "missing-file" | "missing-function"
     sha256: str | None = None
     missing_text: tuple[str, ...] = ()
     location: FunctionSource | None = None
+
+    json_keys: ClassVar[tuple[str, ...]] = (
+        "key",
+        "path",
+        "qualname",
+        "patched",
+        "status",
+        "expected_sha256",
+        "sha256",
+        "line",
+    )
+    json_properties: ClassVar[Mapping[str, str]] = {
+        "key": "site.key",
+        "path": "site.path",
+        "qualname": "site.qualname",
+        "patched": "site.patched",
+        "expected_sha256": "site.sha256",
+        "line": "location.def_line",
+    }
 
     @property
     def ok(self) -> bool:
@@ -79,18 +100,6 @@ class SiteCheck:
             extra = f" (no longer contains {self.missing_text[0]!r})" if self.missing_text else ""
             return f"{where}: source differs from the release's{extra}"
         return f"{where}: matches"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "key": self.site.key,
-            "path": self.site.path,
-            "qualname": self.site.qualname,
-            "patched": self.site.patched,
-            "status": self.status,
-            "expected_sha256": self.site.sha256,
-            "sha256": self.sha256,
-            "line": self.location.def_line if self.location else None,
-        }
 
 
 def check_site(site: Site, reader: SourceReader) -> SiteCheck:

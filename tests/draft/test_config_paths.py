@@ -14,6 +14,7 @@ HOME = PACKAGE / "draft" / "config_paths.py"
 OTHER_DOTTED_NAMES = {
     "vllm_plugin/sources.py": "a function's qualified name (`Class.method`), walked through a syntax tree",
     "inspect/report.py": "the natural sort key of a tensor name (`layers.10.mlp`)",
+    "documents.py": "a result's attribute path (`site.path`), walked through its objects",
 }
 
 

@@ -53,10 +53,12 @@ import random
 import re
 import stat
 import tempfile
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
+from dflash_tools.documents import JsonDocument, json_rules
 from dflash_tools.errors import DflashToolsError, SourceError, UsageError
 from dflash_tools.plan.presets import MAX_PROMPT_CHARS
 from dflash_tools.reading.checkpoint import read_small_file
@@ -155,16 +157,39 @@ def dataset_spec(name: str) -> DatasetSpec:
 
 
 @dataclass
-class DatasetPrompts:
+class DatasetPrompts(JsonDocument):
     """The selected prompts of one dataset, and where they came from."""
 
     spec: DatasetSpec
     source: str  # "file PATH", "cache PATH", "datasets library (Hub or its cache)"
     rows: int  # rows in the dataset
     order: str
-    indices: list[int]  # the measured rows
-    warmup_indices: list[int]
-    turns: list[list[str]]  # of every row
+    indices: list[int] = field(metadata=json_rules(name="prompts", encode=len))  # the measured rows
+    warmup_indices: list[int] = field(metadata=json_rules(name="warmup", encode=len))
+    turns: list[list[str]] = field(metadata=json_rules(omit=True))  # of every row
+
+    json_keys: ClassVar[tuple[str, ...]] = (
+        "name",
+        "title",
+        "hf_id",
+        "config",
+        "split",
+        "source",
+        "rows",
+        "order",
+        "prompts",
+        "warmup",
+        "turns_sent",
+    )
+    json_properties: ClassVar[Mapping[str, str]] = {
+        "name": "spec.name",
+        "title": "spec.title",
+        "hf_id": "spec.hf_id",
+        "config": "spec.config",
+        "split": "spec.split",
+        "turns_sent": "turns_sent",
+    }
+    turns_sent: ClassVar[str] = "the first turn of each row"
 
     @property
     def prompts(self) -> list[str]:
@@ -174,21 +199,6 @@ class DatasetPrompts:
     @property
     def warmup_prompts(self) -> list[str]:
         return [self.turns[i][0] for i in self.warmup_indices]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.spec.name,
-            "title": self.spec.title,
-            "hf_id": self.spec.hf_id,
-            "config": self.spec.config,
-            "split": self.spec.split,
-            "source": self.source,
-            "rows": self.rows,
-            "order": self.order,
-            "prompts": len(self.indices),
-            "warmup": len(self.warmup_indices),
-            "turns_sent": "the first turn of each row",
-        }
 
 
 def select_rows(rows: int, count: int, order: str, warmup: int = 0) -> tuple[list[int], list[int]]:

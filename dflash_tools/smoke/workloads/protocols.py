@@ -24,10 +24,12 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
+from dflash_tools.documents import JsonDocument
 from dflash_tools.draft.profiles import configs_dir
 from dflash_tools.errors import UsageError
 from dflash_tools.smoke.limits import BOUNDS
@@ -38,7 +40,7 @@ GREEDY = "greedy"
 
 
 @dataclass(frozen=True)
-class MeasurementProtocol:
+class MeasurementProtocol(JsonDocument):
     name: str
     description: str = ""
     source: str = ""
@@ -51,6 +53,22 @@ class MeasurementProtocol:
     num_prompts: int | None = None
     order: str = "dataset"
     warmup: int = 0
+
+    json_keys: ClassVar[tuple[str, ...]] = (
+        "name",
+        "summary",
+        "temperature",
+        "top_p",
+        "top_k",
+        "chat",
+        "chat_template_kwargs",
+        "max_tokens",
+        "num_prompts",
+        "order",
+        "warmup",
+        "source",
+    )
+    json_properties: ClassVar[Mapping[str, str]] = {"summary": "summary()"}
 
     @property
     def greedy(self) -> bool:
@@ -85,22 +103,6 @@ class MeasurementProtocol:
         if self.top_k:
             fields["top_k"] = self.top_k
         return fields
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "summary": self.summary(),
-            "temperature": self.temperature,
-            "top_p": self.top_p,
-            "top_k": self.top_k,
-            "chat": self.chat,
-            "chat_template_kwargs": dict(self.chat_template_kwargs),
-            "max_tokens": self.max_tokens,
-            "num_prompts": self.num_prompts,
-            "order": self.order,
-            "warmup": self.warmup,
-            "source": self.source,
-        }
 
 
 def greedy(*, chat: bool, enable_thinking: bool) -> MeasurementProtocol:

@@ -22,10 +22,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
+from dflash_tools.documents import JsonDocument, json_rules
 from dflash_tools.reading.local import examples_dir
 
 # The share of a reference a healthy run reaches: the presets' floors are 0.72-0.75 of their
@@ -36,12 +38,12 @@ _MAX_DEMO_BYTES = 64 * 1024 * 1024
 
 
 @dataclass(frozen=True)
-class ReferenceAL:
+class ReferenceAL(JsonDocument):
     """A mean acceptance length the run is judged against. `comparable`: measured the way this
     run measures (a shortfall fails the run), else a shortfall is a warning. `prompts`: the
     prompts file it was measured on, when known (the diagnosis compares it with the run's)."""
 
-    value: float
+    value: float = field(metadata=json_rules(name="mean_acceptance_length"))
     source: str  # "argument", "demo weights", "card"
     description: str
     comparable: bool
@@ -49,9 +51,12 @@ class ReferenceAL:
     prompts: str | None = None
     # Per position, where known (a demo's manifest); and the config the same weights were
     # measured with (a demo's own), which the diagnosis compares with the one served.
-    rates: tuple[float, ...] = ()
-    config: dict[str, Any] | None = None
+    rates: tuple[float, ...] = field(default=(), metadata=json_rules(name="acceptance_rate_per_position"))
+    config: dict[str, Any] | None = field(default=None, metadata=json_rules(omit=True))
     sibling: str | None = None  # example:NAME whose weights these are
+
+    json_properties: ClassVar[Mapping[str, str]] = {"margin": "margin", "floor": "floor"}
+    margin: ClassVar[float] = MARGIN
 
     @property
     def short(self) -> str:
@@ -65,20 +70,6 @@ class ReferenceAL:
     @property
     def floor(self) -> float:
         return round(self.value * MARGIN, 2)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "mean_acceptance_length": self.value,
-            "source": self.source,
-            "description": self.description,
-            "comparable": self.comparable,
-            "num_speculative_tokens": self.num_speculative_tokens,
-            "prompts": self.prompts,
-            "acceptance_rate_per_position": list(self.rates),
-            "sibling": self.sibling,
-            "margin": MARGIN,
-            "floor": self.floor,
-        }
 
 
 def given(value: float) -> ReferenceAL:

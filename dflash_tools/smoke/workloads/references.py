@@ -22,10 +22,12 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
+from dflash_tools.documents import JsonDocument, json_rules
 from dflash_tools.draft.profiles import configs_dir
 from dflash_tools.errors import UsageError
 from dflash_tools.smoke import acceptance
@@ -37,7 +39,7 @@ AGGREGATIONS = ("mean_per_request", "pooled")
 
 
 @dataclass(frozen=True)
-class ReferenceSet:
+class ReferenceSet(JsonDocument):
     draft: str
     target: str | None
     name: str
@@ -51,21 +53,20 @@ class ReferenceSet:
     engine: str = ""
     hardware: str = ""
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "draft": self.draft,
-            "target": self.target,
-            "name": self.name,
-            "label": self.label,
-            "source": self.source,
-            "protocol": self.protocol,
-            "definition": self.definition,
-            "aggregation": self.aggregation,
-            "engine": self.engine,
-            "hardware": self.hardware,
-            "values": dict(self.values),
-            "floors": dict(self.floors),
-        }
+    json_keys: ClassVar[tuple[str, ...]] = (
+        "draft",
+        "target",
+        "name",
+        "label",
+        "source",
+        "protocol",
+        "definition",
+        "aggregation",
+        "engine",
+        "hardware",
+        "values",
+        "floors",
+    )
 
 
 def references_dir() -> Path:
@@ -156,32 +157,48 @@ def references_for(draft: str | None, dataset: str, folder: Path | None = None) 
 
 
 @dataclass(frozen=True)
-class Distance:
-    reference: ReferenceSet
+class Distance(JsonDocument):
+    reference: ReferenceSet = field(metadata=json_rules(omit=True))  # JSON: its name, label, source
     dataset: str
     measured: float | None
     published: float
     ratio: float | None
     same_protocol: bool
-    aggregation_used: str
+    aggregation_used: str = field(metadata=json_rules(name="aggregation"))
     sentence: str
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "reference": self.reference.name,
-            "label": self.reference.label,
-            "source": self.reference.source,
-            "dataset": self.dataset,
-            "definition": acceptance.DEFINITIONS[self.reference.definition]["name"],
-            "aggregation": self.aggregation_used,
-            "measured": self.measured,
-            "published": self.published,
-            "floor": self.reference.floors.get(self.dataset),
-            "ratio": self.ratio,
-            "same_protocol": self.same_protocol,
-            "protocol": self.reference.protocol,
-            "sentence": self.sentence,
-        }
+    json_keys: ClassVar[tuple[str, ...]] = (
+        "reference",
+        "label",
+        "source",
+        "dataset",
+        "definition",
+        "aggregation",
+        "measured",
+        "published",
+        "floor",
+        "ratio",
+        "same_protocol",
+        "protocol",
+        "sentence",
+    )
+    json_properties: ClassVar[Mapping[str, str]] = {
+        "reference": "reference.name",
+        "label": "reference.label",
+        "source": "reference.source",
+        "definition": "definition",
+        "floor": "floor",
+        "protocol": "reference.protocol",
+    }
+
+    @property
+    def definition(self) -> str:
+        """The name of the acceptance definition the reference uses."""
+        return str(acceptance.DEFINITIONS[self.reference.definition]["name"])
+
+    @property
+    def floor(self) -> float | None:
+        return self.reference.floors.get(self.dataset)
 
 
 def same_sampling(run: MeasurementProtocol, published: MeasurementProtocol) -> bool:
