@@ -20,6 +20,7 @@ from dflash_tools.findings import Finding, Severity, make_finding, sort_findings
 from dflash_tools.inspect import InspectReport
 from dflash_tools.plan.checks import AttentionDims, TensorParallelCheck, TokenBudget
 from dflash_tools.plan.memory import KvLayout, MemoryFit, WeightBytes
+from dflash_tools.plan.unread import TARGET_CHECKS, UnreadTarget
 from dflash_tools.reading.checkpoint import LoadedCheckpoint
 from dflash_tools.serving.engine_model import EngineView
 from dflash_tools.serving.launch import SERVING_SETTINGS
@@ -176,8 +177,8 @@ class ServingPlan:
 
     request: PlanRequest
     draft_request: PlanDraft
-    target: LoadedCheckpoint
-    target_description: TargetDescription  # the target's config, read once
+    target: LoadedCheckpoint | None  # None: not read (`target_unread` says why)
+    target_description: TargetDescription | None  # the target's config, read once
     report: InspectReport  # the draft, inspected against the target with K
     target_name: str  # what a launch line names
     findings: list[Finding] = field(default_factory=list)  # the draft's and the plan's own
@@ -191,6 +192,7 @@ class ServingPlan:
     tensor_parallel: TensorParallelCheck | None = None
     memory: MemoryFit | None = None
     engines: dict[str, EnginePlan] = field(default_factory=dict)
+    target_unread: UnreadTarget | None = None
 
     @property
     def ok(self) -> bool:
@@ -204,16 +206,20 @@ class ServingPlan:
 
     def to_dict(self) -> dict[str, Any]:
         report, geometry, desc = self.report, self.report.geometry, self.report.description
-        weights = self.weights
-        return {
+        weights, unread = self.weights, self.target_unread
+        # An unread target adds `not_read` (why, how to get it) and the plan `not_checked`.
+        target: dict[str, Any] = {
+            "source": self.request.target,
+            "location": self.target.location if self.target is not None else None,
+            "launch_name": self.target_name,
+            "model": self.target_dims.to_dict() if self.target_dims is not None else None,
+        }
+        if unread is not None:
+            target["not_read"] = unread.to_dict()
+        document = {
             "ok": self.ok,
             "request": self.request.to_dict(self.draft_request),
-            "target": {
-                "source": self.request.target,
-                "location": self.target.location,
-                "launch_name": self.target_name,
-                "model": self.target_dims.to_dict() if self.target_dims is not None else None,
-            },
+            "target": target,
             "draft": {
                 "source": report.loaded.source,
                 "location": report.loaded.location,
@@ -232,6 +238,9 @@ class ServingPlan:
             "engines": {json_key(plan.rules): plan.to_dict() for plan in self.engines.values()},
             "findings": [f.to_dict() for f in sort_findings(self.findings)],
         }
+        if unread is not None:
+            document["not_checked"] = list(TARGET_CHECKS)
+        return document
 
 
 @dataclass
