@@ -75,6 +75,8 @@ def _verdict(plans: list[dict[str, Any]]) -> Text:
         summary = f"{len(plans)} drafts, {summary}"
     if any(_memory_unchecked(plan) for plan in plans):
         summary += "; memory not checked (DFT087)"
+    if any("not_read" in plan["target"] for plan in plans):
+        summary += "; target not read (DFT090)"
     ok = all(plan["ok"] for plan in plans)
     results = _engine_results(plans)
     _, per_engine = engine_verdict(results)
@@ -173,10 +175,19 @@ def _dims(model: dict[str, Any] | None) -> list[str]:
     ]
 
 
+# JSON `not_checked` as the rows say it (the finding says each in full).
+UNCHECKED_WORDS = {"memory": "memory fit", "tensor_parallel": "TP/DCP", "pairing": "draft/target pairing"}
+SERVING_DTYPES = (("dtype", "serving_dtype"), ("KV cache", "kv_cache_dtype"))
+
+
 def _rows(plan: dict[str, Any]) -> list[tuple[str, list[str]]]:
     rows: list[tuple[str, list[str]]] = []
     target, draft, geometry = plan["target"], plan["draft"], plan["geometry"]
     rows.append(("target", [printable(target["source"]), *_dims(target["model"])]))
+    if "not_read" in target:  # offline, not cached (DFT090): what is left unchecked
+        rows.append(("", [f"not read: {target['not_read']['reason']}"]))
+        unchecked = [UNCHECKED_WORDS.get(check, check) for check in plan["not_checked"]]
+        rows.append(("not checked", [*unchecked[:-1], f"{unchecked[-1]} (DFT090 below)"]))
     draft_row = [printable(draft["source"])]
     if draft["dialect"]:
         draft_row.append(f"{draft['dialect']}")
@@ -195,16 +206,10 @@ def _rows(plan: dict[str, Any]) -> list[tuple[str, list[str]]]:
     rows.append(("draft", draft_row + _dims(draft["model"])))
     if plan["max_model_len"]:
         length = plan["max_model_len"]
-        rows.append(
-            (
-                "serving",
-                [
-                    f"max_model_len {length['value']} ({length['source']})",
-                    f"dtype {plan['serving_dtype']}",
-                    f"KV cache {plan['kv_cache_dtype']}",
-                ],
-            )
-        )
+        serving = [f"max_model_len {length['value']} ({length['source']})"]
+        # Without the target (DFT090) a dtype not given is unknown: not shown.
+        serving += [f"{label} {plan[key]}" for label, key in SERVING_DTYPES if plan[key] is not None]
+        rows.append(("serving", serving))
     weights = plan["weights"]
     if weights:
         tp = weights["target"]["tensor_parallel_size"]

@@ -121,6 +121,11 @@ def render(document: dict[str, Any], *, no_color: bool = False, quiet: bool = Fa
         )
     ):
         print_line(console, line)
+    not_read = target.get("not_read")
+    if not_read and not quiet:  # a dry run's target not read offline (DFT090)
+        text = f"target not read: {not_read['reason']}; the draft/target pairing is not checked (DFT090)"
+        for not_read_line in wrap_words(text, width, "  "):
+            print_line(console, not_read_line, style="yellow")
     missing = document.get("engine_missing")
     if missing:
         for missing_line in wrap_words(f"engine missing: {missing['message']}; {missing['hint']}", width, "  "):

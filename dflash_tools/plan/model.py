@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from dflash_tools.documents import JsonDocument, json_rules
+from dflash_tools.documents import JsonDocument, document, json_rules
 from dflash_tools.draft.target import TargetDescription
 from dflash_tools.engine_rules import EngineRules, json_key
 from dflash_tools.errors import EXIT_FINDINGS, EXIT_OK
@@ -20,6 +20,7 @@ from dflash_tools.findings import Finding, Severity, make_finding, sort_findings
 from dflash_tools.inspect import InspectReport
 from dflash_tools.plan.checks import AttentionDims, TensorParallelCheck, TokenBudget
 from dflash_tools.plan.memory import KvLayout, MemoryFit, WeightBytes
+from dflash_tools.plan.unread import TARGET_CHECKS, UnreadTarget
 from dflash_tools.reading.checkpoint import LoadedCheckpoint
 from dflash_tools.serving.engine_model import EngineView
 from dflash_tools.serving.launch import SERVING_SETTINGS
@@ -203,8 +204,9 @@ class ServingPlan(JsonDocument):
 
     request: PlanRequest = field(metadata=json_rules(omit=True))  # JSON `request`: `request_document`
     draft_request: PlanDraft
-    target: LoadedCheckpoint = field(metadata=json_rules(omit=True))  # JSON `target`: the request's and these
-    target_description: TargetDescription  # the target's config, read once
+    # JSON `target`: the request's and these; None: not read (`target_unread` says why)
+    target: LoadedCheckpoint | None = field(metadata=json_rules(omit=True))
+    target_description: TargetDescription | None  # the target's config, read once
     report: InspectReport  # the draft, inspected against the target with K
     target_name: str  # what a launch line names
     # The draft's and the plan's own.
@@ -219,6 +221,7 @@ class ServingPlan(JsonDocument):
     tensor_parallel: TensorParallelCheck | None = None
     memory: MemoryFit | None = None
     engines: dict[str, EnginePlan] = field(default_factory=dict, metadata=json_rules(encode=_engines_document))
+    target_unread: UnreadTarget | None = field(default=None, metadata=json_rules(omit=True))
 
     json_keys: ClassVar[tuple[str, ...]] = (
         "ok",
@@ -268,6 +271,15 @@ class ServingPlan(JsonDocument):
         if any(f.severity is Severity.ERROR for f in self.findings):
             return False
         return bool(self.engines) and all(plan.ok for plan in self.engines.values())
+
+    def to_dict(self) -> dict[str, Any]:
+        # An unread target adds `not_read` to `target` (why, how to get it) and `not_checked`
+        # (what the plan could not check without it) after the findings.
+        out = document(self)
+        if self.target_unread is not None:
+            out["target"]["not_read"] = self.target_unread.to_dict()
+            out["not_checked"] = list(TARGET_CHECKS)
+        return out
 
 
 @dataclass

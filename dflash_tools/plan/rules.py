@@ -55,7 +55,7 @@ def _dcp_divides_tp(plan: ServingPlan, engine: EnginePlan) -> None:
 
 def _dcp_gqa_target(plan: ServingPlan, engine: EnginePlan) -> None:
     tp, dcp, dims = plan.request.tensor_parallel_size, plan.request.decode_context_parallel_size, plan.target_dims
-    if dcp == 1 or dims is None or plan.target_description.mla:
+    if dcp == 1 or dims is None or plan.target_description is None or plan.target_description.mla:
         return
     kv, heads = dims.num_key_value_heads, dims.num_attention_heads
     problem = None
@@ -126,8 +126,14 @@ def check_startup(plan: ServingPlan) -> None:
 
 def _max_model_len_beyond_context(plan: ServingPlan, engine: EnginePlan) -> None:
     setting, target = plan.max_model_len, plan.target_description
-    longest = target.longest_context
-    if setting is None or longest is None or not isinstance(setting.value, int) or setting.value <= longest:
+    longest = target.longest_context if target is not None else None  # None: the target unread (DFT090)
+    if (
+        target is None
+        or setting is None
+        or longest is None
+        or not isinstance(setting.value, int)
+        or setting.value <= longest
+    ):
         return
     variable = LONG_CONTEXT_ENV.get(engine.rules.engine)
     allowed = f" unless {variable}=1 is set" if variable else ""

@@ -52,6 +52,7 @@ from dflash_tools.plan.model import (
 )
 from dflash_tools.plan.request import check_request
 from dflash_tools.plan.rules import SERVING_RULES, check_startup, pins_draft_dcp
+from dflash_tools.plan.unread import UnreadTarget, unread_target, unread_target_finding
 from dflash_tools.reading.checkpoint import LoadedCheckpoint
 from dflash_tools.reading.source import load_checkpoint
 from dflash_tools.serving.engine_model import DraftFacts
@@ -63,11 +64,23 @@ def plan_launch(request: PlanRequest, *, token: str | None = None, timeout: floa
     """Read the target once and each draft, and plan each draft's launch. Raises SourceError when
     a source cannot be found or read, UsageError for settings that cannot work."""
     request = check_request(request)  # a request built in Python is checked as the CLI's is
-    target = load_checkpoint(request.target, revision=request.target_revision, token=token, timeout=timeout)
+    target: LoadedCheckpoint | None = None
+    unread: UnreadTarget | None = None
+    try:
+        target = load_checkpoint(request.target, revision=request.target_revision, token=token, timeout=timeout)
+    except SourceError as exc:
+        # Offline or the Hub unreachable, the target not cached: plan what needs no target (DFT090).
+        unread = unread_target(request.target, request.target_revision, exc)
+        if unread is None:
+            raise
     plans = []
     for entry in request.drafts:
         draft = load_checkpoint(entry.source, revision=entry.revision, token=token, timeout=timeout)
-        plans.append(build_plan(request, entry, target, draft))
+        if target is None:
+            assert unread is not None
+            plans.append(plan_without_target(request, entry, unread, draft))
+        else:
+            plans.append(build_plan(request, entry, target, draft))
     return LaunchPlan(request, plans)
 
 
@@ -85,8 +98,7 @@ def build_plan(
 ) -> ServingPlan:
     """The plan for an already read target and draft (see the module docstring)."""
     config = target_config(target, request.target)
-    if request.tensor_parallel_size < 1 or request.decode_context_parallel_size < 1:
-        raise UsageError("--tensor-parallel-size and --decode-context-parallel-size must be 1 or more")
+    _check_parallel_sizes(request)
     description = _target_description(config, request.target, target.location)
     report = inspect_loaded(draft, target=description, num_speculative_tokens=request.num_speculative_tokens)
     plan = ServingPlan(request, entry, target, description, report, served_name(target), findings=list(report.findings))
@@ -138,6 +150,41 @@ def build_plan(
     return plan
 
 
+def plan_without_target(
+    request: PlanRequest, entry: PlanDraft, unread: UnreadTarget, draft: LoadedCheckpoint
+) -> ServingPlan:
+    """The plan of a draft whose target could not be read offline: the draft inspected alone,
+    each release's outcome, K and query positions, settings, token budget and launch line (the
+    target named as given); memory, parallelism, max_model_len and pairing named as not checked
+    (DFT090). The settings given (or the preset's) go on the launch lines as they are."""
+    _check_parallel_sizes(request)
+    report = inspect_loaded(draft, num_speculative_tokens=request.num_speculative_tokens)
+    name = served_model_name(request.target, None)
+    plan = ServingPlan(request, entry, None, None, report, name, findings=list(report.findings), target_unread=unread)
+    plan.findings.append(unread_target_finding(request.target, unread))
+    desc = report.description
+    if desc is not None and report.geometry is not None:
+        plan.draft_dims = draft_dims(desc, "draft")
+        if request.dtype not in (None, "auto"):
+            plan.serving_dtype = request.dtype
+        if request.kv_cache_dtype not in (None, "auto"):
+            plan.kv_cache_dtype = request.kv_cache_dtype
+        if request.max_model_len is not None:
+            plan.max_model_len = Setting(request.max_model_len, request.source("max_model_len"))
+        facts = DraftFacts.from_report(report, target=name)
+        assert facts is not None  # a description implies a config
+        for spec in request.engines:
+            plan.engines[spec] = _engine_plan(plan, ENGINE_RULES[spec], facts)
+        check_startup(plan)
+    plan.findings = sort_findings(plan.findings)
+    return plan
+
+
+def _check_parallel_sizes(request: PlanRequest) -> None:
+    if request.tensor_parallel_size < 1 or request.decode_context_parallel_size < 1:
+        raise UsageError("--tensor-parallel-size and --decode-context-parallel-size must be 1 or more")
+
+
 def serving_dtype(given: str | None, config_dtype: str | None) -> str:
     """`--dtype`, else the config's; a float32 config is served in bfloat16, as vLLM's `auto`
     does on a GPU with bfloat16 (`_resolve_auto_dtype` in vllm/config/model.py); bfloat16 when
@@ -181,6 +228,7 @@ def _vllm_reference(plan: ServingPlan) -> EngineRules:
 
 def _memory(plan: ServingPlan, draft: LoadedCheckpoint) -> None:
     request, target = plan.request, plan.target
+    assert target is not None  # a plan without its target checks no memory (`plan_without_target`)
     assert plan.serving_dtype is not None and plan.tensor_parallel is not None and plan.max_model_len is not None
     tp, draft_tp = request.tensor_parallel_size, plan.tensor_parallel.draft_tensor_parallel_size
     plan.weights = (
@@ -276,7 +324,8 @@ def _larger_tensor_parallel(plan: ServingPlan, draft: LoadedCheckpoint, utilizat
     """The smallest larger tensor-parallel size (up to 16) whose heads split and whose rank holds
     the weights and one request of max_model_len, said as the hint of a plan that does not fit."""
     request = plan.request
-    assert plan.target_dims is not None and plan.draft_dims is not None and plan.max_model_len is not None
+    assert plan.target is not None and plan.target_dims is not None and plan.draft_dims is not None
+    assert plan.max_model_len is not None
     assert plan.serving_dtype is not None and plan.kv_cache_dtype is not None and request.gpu_memory_gib is not None
     for size in (2, 4, 8, 16):
         if size <= request.tensor_parallel_size:
@@ -343,8 +392,9 @@ def _engine_plan(plan: ServingPlan, rules: EngineRules, facts: DraftFacts) -> En
 def _settings(plan: ServingPlan, engine: EnginePlan) -> dict[str, Setting]:
     """The settings written on the release's launch line, each with where it comes from."""
     request, rules = plan.request, engine.rules
-    assert plan.max_model_len is not None
-    settings: dict[str, Setting] = {"max_model_len": plan.max_model_len}
+    settings: dict[str, Setting] = {}
+    if plan.max_model_len is not None:  # None: the target unread and none given (the engine's default)
+        settings["max_model_len"] = plan.max_model_len
     if request.tensor_parallel_size > 1:
         settings["tensor_parallel_size"] = Setting(request.tensor_parallel_size, GIVEN)
     if request.decode_context_parallel_size > 1:

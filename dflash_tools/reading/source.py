@@ -116,5 +116,27 @@ def _neither_local_nor_hub(source: str, revision: str | None, exc: SourceError) 
             hint = "did you mean " + " or ".join(str(parent / name) for name in close) + "?"
         else:
             hint = f"{parent} exists locally but holds no {Path(source).name}: check the folder name"
-        return SourceError(message, hint)
-    return SourceError(message, f"check the local path; if it is a Hub repo id: {exc.hint}" if exc.hint else "")
+        return SourceError(message, hint)  # a local path mistyped, not a repo the Hub was not asked about
+    hint = f"check the local path; if it is a Hub repo id: {exc.hint}" if exc.hint else ""
+    return HubSourceError(message, hint, absence=absence or "unreachable")
+
+
+def hub_not_asked(source: str, exc: BaseException) -> str | None:
+    """Why reading SOURCE failed, in a few words, when it failed only because the Hub could not
+    be asked about it: HF_HUB_OFFLINE (or no connection, no answer within --timeout) with nothing
+    in the local Hugging Face cache. None for anything else: a repo the Hub says does not exist,
+    a local path (one whose parent folder exists here), a file that is there but broken. `plan`
+    and `smoke-test --dry-run` go on without such a target and say what that leaves unchecked."""
+    from huggingface_hub import constants
+
+    from dflash_tools.reading.hub.errors import HubSourceError
+
+    if not isinstance(exc, HubSourceError) or exc.absence != "unreachable":
+        return None
+    parent = Path(source).expanduser().parent
+    if not source.startswith("hf://") and parent != Path() and parent.is_dir():
+        return None
+    cache = "the local Hugging Face cache does not hold it"
+    if is_offline():
+        return f"HF_HUB_OFFLINE is set and {cache}"
+    return f"the Hub at {constants.ENDPOINT} could not be reached and {cache}"

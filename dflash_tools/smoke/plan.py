@@ -37,6 +37,7 @@ from dflash_tools.errors import DflashToolsError, SourceError, UsageError
 from dflash_tools.findings import Finding, Severity, has_errors, sort_findings
 from dflash_tools.inspect import InspectReport, inspect_loaded
 from dflash_tools.plan.presets import SANITY_FLOOR, DraftEntry, Floor
+from dflash_tools.plan.unread import UnreadTarget, unread_target_finding
 from dflash_tools.reading.source import load_checkpoint
 from dflash_tools.serving.vllm_capability import VllmCapability
 from dflash_tools.serving.vllm_runtime import VllmRuntime
@@ -137,6 +138,7 @@ class SmokePlan:
     capability: VllmCapability | None
     drafts: list[DraftPlan]
     options: SmokeOptions
+    target_unread: UnreadTarget | None = None  # a dry run whose target could not be read offline
 
     def runs(self) -> list[tuple[DraftPlan, RunPlan]]:
         return [
@@ -501,7 +503,11 @@ def resolve_plan(
     options: SmokeOptions,
     capability: VllmCapability | None,
     target_spec: TargetDescription | None,
+    *,
+    target_unread: UnreadTarget | None = None,
 ) -> SmokePlan:
+    """Each draft's plan; `target_unread`: a dry run whose target could not be read offline, each
+    draft's preflight without it and DFT090 saying that the pairing is not checked."""
     if not options.drafts:
         raise UsageError("no draft given", "pass --draft (repeatable) or --preset")
     if options.target is None:
@@ -517,7 +523,17 @@ def resolve_plan(
         plan_draft(index, entry, options, options.engine, target_spec, capability)
         for index, entry in enumerate(options.drafts)
     ]
+    if target_unread is not None:
+        unread = unread_target_finding(options.target, target_unread, TARGET_PAIRING)
+        for draft in drafts:
+            if draft.read_error is None:  # a draft not read was not paired with anything either
+                draft.findings = sort_findings([*draft.findings, unread])
     first = next((run for draft in drafts if draft.runnable for run in draft.runs if run.skip_reason is None), None)
     if first is not None and first.request is not None and options.baseline:
         first.request["baseline"] = True
-    return SmokePlan(options.engine, options.target, target_spec, capability, drafts, options)
+    return SmokePlan(options.engine, options.target, target_spec, capability, drafts, options, target_unread)
+
+
+# What a smoke-test plan checks with the target's config (the inspect pairing checks): what a dry
+# run without it leaves unchecked (`plan.unread.TARGET_CHECKS` keys).
+TARGET_PAIRING = ("pairing",)

@@ -23,7 +23,7 @@ from dflash_tools.draft.geometry import layout_name
 from dflash_tools.errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE
 from dflash_tools.plan.presets import Floor
 from dflash_tools.smoke import cross_check, diagnosis, sweep, timing
-from dflash_tools.smoke.plan import DraftPlan, SmokePlan
+from dflash_tools.smoke.plan import TARGET_PAIRING, DraftPlan, SmokePlan
 from dflash_tools.smoke.prefix_check import prefix_caching_identity, prefix_caching_reasons, token_identity
 from dflash_tools.smoke.run_plan import RunPlan, Serving
 from dflash_tools.smoke.workloads.reference_al import ReferenceAL
@@ -372,7 +372,7 @@ def build_document(
         "ok": code == EXIT_OK,
         "exit_code": code,
         "engine": plan.engine.value,
-        "target": plan.target_spec.to_dict() if plan.target_spec else {"source": plan.target},
+        "target": _target(plan),
         "vllm": plan.capability.to_dict() if plan.capability else None,
         "prompts": {
             "source": options.prompts_source,
@@ -394,6 +394,15 @@ def build_document(
     if extra:
         result.update(extra)
     return result
+
+
+def _target(plan: SmokePlan) -> dict[str, Any]:
+    """The target as read; a dry run's target not read offline: why, and what is not checked."""
+    if plan.target_spec is not None:
+        return plan.target_spec.to_dict()
+    if plan.target_unread is None:
+        return {"source": plan.target}
+    return {"source": plan.target, "not_read": plan.target_unread.to_dict(), "not_checked": list(TARGET_PAIRING)}
 
 
 def _k_sweep(

@@ -25,8 +25,9 @@ from typing import Any, Protocol
 from dflash_tools import smoke_contract as contract
 from dflash_tools.draft.target import TargetDescription, load_target
 from dflash_tools.engine_rules import VLLM_CPU_BUILD
-from dflash_tools.errors import TORCH_INSTALL_HINT, VLLM_INSTALL_HINT, UsageError
+from dflash_tools.errors import TORCH_INSTALL_HINT, VLLM_INSTALL_HINT, SourceError, UsageError
 from dflash_tools.plan.presets import SANITY_FLOOR
+from dflash_tools.plan.unread import UnreadTarget, unread_target
 from dflash_tools.smoke import report
 from dflash_tools.smoke.options import Runtime, SmokeOptions
 from dflash_tools.smoke.plan import DraftPlan, SmokePlan, plan_draft, resolve_plan
@@ -68,10 +69,19 @@ def _offline_document(options: SmokeOptions, progress: Progress | None) -> dict[
         raise UsageError("no target given", "pass --target (the model the drafts were trained for) or --preset")
     runtime = options.engine
     capability = detect_vllm() if runtime is Runtime.VLLM else None
-    target = load_target(
-        options.target, revision=options.target_revision, token=options.token, timeout=options.hub_timeout
-    )
-    plan = resolve_plan(options, capability, target)
+    target: TargetDescription | None = None
+    unread: UnreadTarget | None = None
+    try:
+        target = load_target(
+            options.target, revision=options.target_revision, token=options.token, timeout=options.hub_timeout
+        )
+    except SourceError as exc:
+        # A dry run is a plan of the run: offline with the target not cached, it plans without it
+        # and says what that leaves unchecked (DFT090). A run needs the target: that stays an error.
+        unread = unread_target(options.target, options.target_revision, exc) if options.dry_run else None
+        if unread is None:
+            raise
+    plan = resolve_plan(options, capability, target, target_unread=unread)
     available = engine_available(runtime)
     if options.dry_run:
         document = report.build_document(

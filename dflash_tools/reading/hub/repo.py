@@ -95,7 +95,8 @@ def _cache_or_published(
         published = published_config(hub.repo_id, hub.revision)
         if published is not None:
             return _from_published(hub, published, unreachable)
-        error = failure or missing
+        # Offline (no `failure`) the Hub was not asked: "unreachable", as a connection error is.
+        error = failure or HubSourceError(missing.message, missing.hint, absence="unreachable")
         known = profile_without_config(hub.repo_id)
         if known is not None:
             note = (
@@ -171,7 +172,9 @@ def load_hub_config(
                 config = cached_config(hub, "the Hub is unreachable")
             except SourceError:
                 error = to_source_error(exc, hub, REPO_INFO)
-                raise SourceError(error.message + _only_drafts_bundled(hub), error.hint) from exc
+                raise HubSourceError(
+                    error.message + _only_drafts_bundled(hub), error.hint, absence=error.absence
+                ) from exc
         else:
             config = None
             if info.files is None or CONFIG_NAME in info.files:
@@ -202,7 +205,8 @@ def _cached_target_config(hub: HubRepo, why: str) -> SmallFile | None:
     try:
         return cached_config(hub, why)
     except SourceError as missing:
-        raise SourceError(missing.message + _only_drafts_bundled(hub), missing.hint) from None
+        # Offline the Hub was not asked about the repo: "unreachable" (`hub_not_asked`).
+        raise HubSourceError(missing.message + _only_drafts_bundled(hub), missing.hint, absence="unreachable") from None
 
 
 def _only_drafts_bundled(hub: HubRepo) -> str:
