@@ -60,19 +60,23 @@ def test_exit_codes_have_one_home() -> None:
 
 def test_an_unreachable_hub_target_is_a_source_error_like_an_unreachable_draft(tmp_path: Path) -> None:
     """The Hub client raises a SourceError subclass when it cannot connect; for the draft and for
-    `--target` alike, the JSON error is kind "source" with exit 2 (it was "operation" for the target)."""
+    `--target` alike, the JSON error is kind "source" with exit 2 (it was "operation" for the target).
+    `plan` and `smoke-test --dry-run` answer without such a target instead, and say it was not
+    read (DFT090, `target.not_read`: docs/plan.md)."""
     with socket.socket() as probe:  # a port nothing listens on: connections are refused at once
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "DFLASH_TOOLS_"))}
     env.update(HF_HOME=str(tmp_path / "hf-home"), HF_ENDPOINT=f"http://127.0.0.1:{port}")
-    cases = [
+    errors = [
         ["inspect", "nobody/no-draft", "--timeout", "5"],
         ["inspect", "example:zlab-dflash2", "--target", "nobody/no-target", "--timeout", "5"],
-        ["smoke-test", "--dry-run", "-t", "nobody/no-target", "-d", "example:zlab-dflash2", "--hub-timeout", "5"],
+    ]
+    answered = [
+        ["smoke-test", "--dry-run", "-t", "nobody/no-target", "-d", "example:zlab-dflash2", "--timeout", "5"],
         ["plan", "-t", "nobody/no-target", "-d", "example:zlab-dflash2", "--timeout", "5"],
     ]
-    for args in cases:
+    for args in errors + answered:
         result = subprocess.run(
             [sys.executable, "-m", "dflash_tools", *args, "--json"],
             capture_output=True,
@@ -82,4 +86,10 @@ def test_an_unreachable_hub_target_is_a_source_error_like_an_unreachable_draft(t
             timeout=120,
         )
         document = json.loads(result.stdout)
-        assert (result.returncode, document["error"]["kind"]) == (2, "source"), (args, document)
+        if args in errors:
+            assert (result.returncode, document["error"]["kind"]) == (2, "source"), (args, document)
+            continue
+        assert (result.returncode, document["exit_code"], "error" in document) == (0, 0, False), (args, document)
+        target = document["plans"][0]["target"] if args[0] == "plan" else document["target"]
+        assert "could not be reached" in target["not_read"]["reason"], (args, target)
+        assert "DFT090" in json.dumps(document), (args, document)

@@ -396,12 +396,13 @@ def _engine_cells(view: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def _defaults_cell(filled: dict[str, Any] | None) -> str:
-    """How many keys the config class fills in, and which class: `4 by GptOss` (GptOssConfig)."""
+    """How many keys the config class fills in, and which class: `4 by GptOss` (GptOssConfig);
+    `none filled` when the class fills none the draft's computation depends on."""
     if not filled or not filled.get("by"):
         return "-"
     name = str(filled["by"]).split(" ")[-1].removesuffix("Config")
     count = "?" if "*" in filled.get("not_tabulated", []) else str(len(filled.get("values") or {}))
-    return f"{count} by {name}"
+    return "none filled" if count == "0" else f"{count} by {name}"  # `0 by Speculators` read as a count of 0
 
 
 def _read_from_note(view: dict[str, Any]) -> str:
