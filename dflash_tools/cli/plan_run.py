@@ -75,13 +75,14 @@ def _verdict(plans: list[dict[str, Any]]) -> Text:
         summary = f"{len(plans)} drafts, {summary}"
     if any(_memory_unchecked(plan) for plan in plans):
         summary += "; memory not checked (DFT087)"
-    if any("not_read" in plan["target"] for plan in plans):
+    # DFT090 goes with a draft that was read (one not read was checked against nothing: DFT091).
+    if any("not_read" in plan["target"] and "not_read" not in plan["draft"] for plan in plans):
         summary += "; target not read (DFT090)"
     unread = [plan for plan in plans if "not_read" in plan["draft"]]
     if unread:
         # A draft not read offline (DFT091): FAIL whatever the others say; theirs follows.
         read = [plan for plan in plans if "not_read" not in plan["draft"]]
-        head = f"{len(unread)} of {len(plans)} drafts not read" if len(plans) > 1 else "the draft not read"
+        head = f"{len(unread)} of {len(plans)} drafts not read" if len(plans) > 1 else "draft not read"
         others = _verdict(read).plain.split(": ", 1)[0] if read else ""
         rest = f"; {'the other' if len(read) == 1 else 'the others'}: {others}" if others else ""
         return Text.assemble(("FAIL", "bold red"), f": {head} (DFT091){rest}: ", summary)
