@@ -75,8 +75,17 @@ def _verdict(plans: list[dict[str, Any]]) -> Text:
         summary = f"{len(plans)} drafts, {summary}"
     if any(_memory_unchecked(plan) for plan in plans):
         summary += "; memory not checked (DFT087)"
-    if any("not_read" in plan["target"] for plan in plans):
+    # DFT090 goes with a draft that was read (one not read was checked against nothing: DFT091).
+    if any("not_read" in plan["target"] and "not_read" not in plan["draft"] for plan in plans):
         summary += "; target not read (DFT090)"
+    unread = [plan for plan in plans if "not_read" in plan["draft"]]
+    if unread:
+        # A draft not read offline (DFT091): FAIL whatever the others say; theirs follows.
+        read = [plan for plan in plans if "not_read" not in plan["draft"]]
+        head = f"{len(unread)} of {len(plans)} drafts not read" if len(plans) > 1 else "draft not read"
+        others = _verdict(read).plain.split(": ", 1)[0] if read else ""
+        rest = f"; {'the other' if len(read) == 1 else 'the others'}: {others}" if others else ""
+        return Text.assemble(("FAIL", "bold red"), f": {head} (DFT091){rest}: ", summary)
     ok = all(plan["ok"] for plan in plans)
     results = _engine_results(plans)
     _, per_engine = engine_verdict(results)
@@ -130,6 +139,8 @@ def render(plans: list[dict[str, Any]], *, quiet: bool = False, no_color: bool =
     for index, plan in enumerate(plans):
         if len(plans) > 1:
             status = ("ok", "green") if plan["ok"] else ("fails", "bold red")
+            if "not_read" in plan["draft"]:
+                status = ("not read", "bold red")
             head = Text.assemble((f"draft {index + 1} of {len(plans)}: ", "bold"), status)
             print_line(console, head)
         render_plan(console, plan, quiet=quiet)
@@ -186,8 +197,13 @@ def _rows(plan: dict[str, Any]) -> list[tuple[str, list[str]]]:
     rows.append(("target", [printable(target["source"]), *_dims(target["model"])]))
     if "not_read" in target:  # offline, not cached (DFT090): what is left unchecked
         rows.append(("", [f"not read: {target['not_read']['reason']}"]))
-        unchecked = [UNCHECKED_WORDS.get(check, check) for check in plan["not_checked"]]
-        rows.append(("not checked", [*unchecked[:-1], f"{unchecked[-1]} (DFT090 below)"]))
+        if "not_read" not in draft:  # a draft not read was checked against nothing (DFT091 says so)
+            unchecked = [UNCHECKED_WORDS.get(check, check) for check in plan["not_checked"]]
+            rows.append(("not checked", [*unchecked[:-1], f"{unchecked[-1]} (DFT090 below)"]))
+    if "not_read" in draft:  # offline, not cached, no bundled config (DFT091): nothing else is known
+        rows.append(("draft", [printable(draft["source"]), "not read (DFT091 below)"]))
+        rows.append(("", [draft["not_read"]["reason"]]))
+        return rows
     draft_row = [printable(draft["source"])]
     if draft["dialect"]:
         draft_row.append(f"{draft['dialect']}")

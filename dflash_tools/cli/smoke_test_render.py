@@ -136,7 +136,7 @@ def render(document: dict[str, Any], *, no_color: bool = False, quiet: bool = Fa
         unread = draft["preflight"].get("error")
         if findings or unread:
             _print_labelled(console, "preflight:", printable(draft["label"]), style="bold")
-        if unread:
+        if unread and not draft.get("not_read"):  # not read offline: DFT091 among the findings says it
             text = f"cannot read the draft: {printable(unread['message'])}" + (
                 f"; {printable(unread['hint'])}" if unread.get("hint") else ""
             )
@@ -191,8 +191,9 @@ def _plan_table(console: Any, document: dict[str, Any]) -> None:
         if not draft["runs"]:
             # Why it was refused is in the verdict (and an unreadable draft under preflight), not
             # in the environment column.
+            serving = "not read" if draft.get("not_read") else "refused"
             rows.append(
-                [printable(draft["label"]), printable(draft.get("dialect") or "?"), "", "", "", "", "refused", "-"]
+                [printable(draft["label"]), printable(draft.get("dialect") or "?"), "", "", "", "", serving, "-"]
             )
         for run in draft["runs"]:
             env = " ".join(f"{k}={v}" for k, v in sorted(run["env"].items()))

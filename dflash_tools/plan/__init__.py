@@ -11,6 +11,7 @@
     checks.py   the plan's numbers: dimensions (over `TargetDescription`), token budget, tensor
                 parallelism, and every setting's range
     memory.py   weights per rank, KV bytes per token, whether both fit
+    unread.py   a target or a draft the Hub could not be asked about offline (DFT090, DFT091)
     presets.py  configs/presets and configs/prompts (plan and smoke-test both use them: smoke-test
                 sits above this package)
 

@@ -15,12 +15,12 @@ from typing import Any, ClassVar
 from dflash_tools.documents import JsonDocument, document, json_rules
 from dflash_tools.draft.target import TargetDescription
 from dflash_tools.engine_rules import EngineRules, json_key
-from dflash_tools.errors import EXIT_FINDINGS, EXIT_OK
+from dflash_tools.errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE
 from dflash_tools.findings import Finding, Severity, make_finding, sort_findings
 from dflash_tools.inspect import InspectReport
 from dflash_tools.plan.checks import AttentionDims, TensorParallelCheck, TokenBudget
 from dflash_tools.plan.memory import KvLayout, MemoryFit, WeightBytes
-from dflash_tools.plan.unread import TARGET_CHECKS, UnreadTarget
+from dflash_tools.plan.unread import TARGET_CHECKS, UnreadDraft, UnreadTarget
 from dflash_tools.reading.checkpoint import LoadedCheckpoint
 from dflash_tools.serving.engine_model import EngineView
 from dflash_tools.serving.launch import SERVING_SETTINGS
@@ -207,7 +207,7 @@ class ServingPlan(JsonDocument):
     # JSON `target`: the request's and these; None: not read (`target_unread` says why)
     target: LoadedCheckpoint | None = field(metadata=json_rules(omit=True))
     target_description: TargetDescription | None  # the target's config, read once
-    report: InspectReport  # the draft, inspected against the target with K
+    report: InspectReport | None  # the draft, inspected against the target with K; None: not read
     target_name: str  # what a launch line names
     # The draft's and the plan's own.
     findings: list[Finding] = field(default_factory=list, metadata=json_rules(encode=_sorted_documents))
@@ -222,6 +222,8 @@ class ServingPlan(JsonDocument):
     memory: MemoryFit | None = None
     engines: dict[str, EnginePlan] = field(default_factory=dict, metadata=json_rules(encode=_engines_document))
     target_unread: UnreadTarget | None = field(default=None, metadata=json_rules(omit=True))
+    # The draft not read offline (DFT091): JSON `draft.not_read`; nothing else of it is known.
+    draft_unread: UnreadDraft | None = field(default=None, metadata=json_rules(omit=True))
 
     json_keys: ClassVar[tuple[str, ...]] = (
         "ok",
@@ -249,7 +251,7 @@ class ServingPlan(JsonDocument):
             "model": "target_dims",
         },
         "draft": {
-            "source": "report.loaded.source",
+            "source": "draft_source",
             "location": "report.loaded.location",
             "dialect": "report.description.dialect.value",
             "algorithm": "report.description.algorithm",
@@ -263,6 +265,10 @@ class ServingPlan(JsonDocument):
         return self.request.to_dict(self.draft_request)
 
     @property
+    def draft_source(self) -> str:
+        return self.report.loaded.source if self.report is not None else self.draft_request.source
+
+    @property
     def ok(self) -> bool:
         """No error of the draft or the plan, and every engine release asked for serves the draft
         as trained with a launch line that works: the one verdict policy of `inspect --engine` and
@@ -274,11 +280,14 @@ class ServingPlan(JsonDocument):
 
     def to_dict(self) -> dict[str, Any]:
         # An unread target adds `not_read` to `target` (why, how to get it) and `not_checked`
-        # (what the plan could not check without it) after the findings.
+        # (what the plan could not check without it) after the findings; an unread draft adds
+        # `not_read` to `draft` (and what a bundled profile records of it).
         out = document(self)
         if self.target_unread is not None:
             out["target"]["not_read"] = self.target_unread.to_dict()
             out["not_checked"] = list(TARGET_CHECKS)
+        if self.draft_unread is not None:
+            out["draft"]["not_read"] = self.draft_unread.to_dict()
         return out
 
 
@@ -306,4 +315,8 @@ class LaunchPlan(JsonDocument):
 
     @property
     def exit_code(self) -> int:
+        """0 ok; 2 when a draft could not be read (DFT091: a source that cannot be read, as the
+        error it was; the other drafts are planned all the same); else 1 (docs/plan.md)."""
+        if any(plan.draft_unread is not None for plan in self.plans):
+            return EXIT_USAGE
         return EXIT_OK if self.ok else EXIT_FINDINGS

@@ -52,7 +52,14 @@ from dflash_tools.plan.model import (
 )
 from dflash_tools.plan.request import check_request
 from dflash_tools.plan.rules import SERVING_RULES, check_startup, pins_draft_dcp
-from dflash_tools.plan.unread import UnreadTarget, unread_target, unread_target_finding
+from dflash_tools.plan.unread import (
+    UnreadDraft,
+    UnreadTarget,
+    unread_draft,
+    unread_draft_finding,
+    unread_target,
+    unread_target_finding,
+)
 from dflash_tools.reading.checkpoint import LoadedCheckpoint
 from dflash_tools.reading.source import load_checkpoint
 from dflash_tools.serving.engine_model import DraftFacts
@@ -75,7 +82,16 @@ def plan_launch(request: PlanRequest, *, token: str | None = None, timeout: floa
             raise
     plans = []
     for entry in request.drafts:
-        draft = load_checkpoint(entry.source, revision=entry.revision, token=token, timeout=timeout)
+        try:
+            draft = load_checkpoint(entry.source, revision=entry.revision, token=token, timeout=timeout)
+        except SourceError as exc:
+            # Offline or the Hub unreachable, the draft not cached and no bundled config of it:
+            # an entry saying so (DFT091); the other drafts are planned as they are.
+            draft_unread = unread_draft(entry.source, entry.revision, exc)
+            if draft_unread is None:
+                raise
+            plans.append(plan_unread_draft(request, entry, target, unread, draft_unread))
+            continue
         if target is None:
             assert unread is not None
             plans.append(plan_without_target(request, entry, unread, draft))
@@ -177,6 +193,29 @@ def plan_without_target(
             plan.engines[spec] = _engine_plan(plan, ENGINE_RULES[spec], facts)
         check_startup(plan)
     plan.findings = sort_findings(plan.findings)
+    return plan
+
+
+def plan_unread_draft(
+    request: PlanRequest,
+    entry: PlanDraft,
+    target: LoadedCheckpoint | None,
+    target_unread: UnreadTarget | None,
+    unread: UnreadDraft,
+) -> ServingPlan:
+    """The entry of a draft that could not be read offline: the target as read (or not), the
+    draft named as not read with what a bundled profile records of it (DFT091, an error), and
+    nothing else: no engine is planned and no launch line written for a draft nothing is known of."""
+    _check_parallel_sizes(request)
+    if target is None:
+        plan = ServingPlan(request, entry, None, None, None, served_model_name(request.target, None))
+        plan.target_unread = target_unread
+    else:
+        description = _target_description(target_config(target, request.target), request.target, target.location)
+        plan = ServingPlan(request, entry, target, description, None, served_name(target))
+        plan.target_dims = target_dims(description, "target")
+    plan.draft_unread = unread
+    plan.findings = [unread_draft_finding(entry.source, unread)]
     return plan
 
 

@@ -37,7 +37,13 @@ from dflash_tools.errors import DflashToolsError, SourceError, UsageError
 from dflash_tools.findings import Finding, Severity, has_errors, sort_findings
 from dflash_tools.inspect import InspectReport, inspect_loaded
 from dflash_tools.plan.presets import SANITY_FLOOR, DraftEntry, Floor
-from dflash_tools.plan.unread import UnreadTarget, unread_target_finding
+from dflash_tools.plan.unread import (
+    UnreadDraft,
+    UnreadTarget,
+    unread_draft,
+    unread_draft_finding,
+    unread_target_finding,
+)
 from dflash_tools.reading.source import load_checkpoint
 from dflash_tools.serving.vllm_capability import VllmCapability
 from dflash_tools.serving.vllm_runtime import VllmRuntime
@@ -73,6 +79,9 @@ class DraftPlan(JsonDocument):
     single_k_only: str | None = None
     # The draft could not be read at all (no such source, the Hub unreachable): {message, hint}.
     read_error: dict[str, str] | None = None
+    # ... only because the Hub could not be asked and nothing bundles its config (DFT091): why,
+    # how to get it read, and what a bundled profile records of it.
+    not_read: UnreadDraft | None = field(default=None, metadata=json_rules(omit_none=True))
 
     json_keys: ClassVar[tuple[str, ...]] = (
         "draft",
@@ -83,6 +92,7 @@ class DraftPlan(JsonDocument):
         "preflight",
         "runnable",
         "refusal",
+        "not_read",
         "floor",
         "expect",
         "references",
@@ -288,16 +298,19 @@ def plan_draft(
     try:
         loaded = load_checkpoint(source, revision=revision, token=options.token, timeout=options.hub_timeout)
     except DflashToolsError as exc:
-        # Nothing of the draft was read: the preflight failed (not "ok, no findings").
+        # Nothing of the draft was read: the preflight failed (not "ok, no findings"). Offline
+        # with nothing bundled of it, DFT091 says why and what a bundled profile records.
+        unread = unread_draft(source, revision, exc)
         return DraftPlan(
             source,
             label,
-            [],
+            [] if unread is None else [unread_draft_finding(source, unread)],
             entry=entry,
             floor=floor,
-            refusal=exc.message,
+            refusal=exc.message if unread is None else f"not read (DFT091): {unread.reason}",
             refusal_kind="setup",
             read_error={"kind": exc.kind, "message": exc.message, "hint": exc.hint},
+            not_read=unread,
         )
     # A sweep's preflight is at the trained K; each K's own geometry findings go with its run.
     preflight_k = None if options.sweep else options.num_speculative_tokens

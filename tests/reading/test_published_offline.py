@@ -123,17 +123,19 @@ def test_a_preset_plans_offline_once_its_target_config_is_cached(
     offline: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     """`plan` and `smoke-test --dry-run` of the Qwen3.8 preset offline: without the target's
-    config.json the error says only the drafts are bundled; with it cached (the stand-in of
-    `testing.targets`), the z-lab draft is answered from its profile, and DaoCloud's, which has
-    no bundled config, says what its profile records."""
+    config.json its `not_read` error says only the drafts are bundled; with it cached (the
+    stand-in of `testing.targets`), the z-lab draft is answered from its profile, and DaoCloud's,
+    which has no bundled config, is not read and says what its profile records (DFT091)."""
     from dflash_tools_testing.targets import write_hub_cache
 
     plan = runner.invoke(app, ["plan", "--preset", "qwen3.8-27b-dflash2", "--json"])
-    assert plan.exit_code == 2
+    assert plan.exit_code == 2  # DaoCloud's draft is not read (DFT091); the z-lab one is planned
+    zlab, daocloud = json.loads(plan.stdout)["plans"]
     assert (
         "bundles the published configs of its drafts (z-lab/Qwen3.8-27B-DFlash2), not the target's"
-        in (json.loads(plan.stdout)["error"]["message"])
+        in zlab["target"]["not_read"]["error"]
     )
+    assert zlab["ok"] and "bundles no published config.json of it" in daocloud["findings"][0]["message"]
     cache = write_hub_cache(tmp_path / "hub", ["Qwen/Qwen3.8-27B"])
     monkeypatch.setenv("HF_HUB_CACHE", str(cache))
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
@@ -146,4 +148,5 @@ def test_a_preset_plans_offline_once_its_target_config_is_cached(
     dry = runner.invoke(app, ["smoke-test", "--preset", "qwen3.8-27b-dflash2", "--dry-run", "--json"])
     drafts = {d["draft"]: d for d in json.loads(dry.stdout)["drafts"]}
     assert drafts["z-lab/Qwen3.8-27B-DFlash2"]["verdict"]["status"] == "planned"
-    assert "bundles no published config.json" in drafts["DaoCloud/Qwen3.8-27B-DFlash2-Exp"]["verdict"]["reasons"][0]
+    [unread] = drafts["DaoCloud/Qwen3.8-27B-DFlash2-Exp"]["preflight"]["findings"]
+    assert unread["code"] == "DFT091" and "bundles no published config.json" in unread["message"]

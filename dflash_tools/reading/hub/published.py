@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
+from dflash_tools.documents import JsonDocument
 from dflash_tools.reading.checkpoint import CONFIG_NAME
 from dflash_tools.reading.local import configs_dir
 
@@ -95,26 +96,59 @@ def published_config(repo_id: str, revision: str | None) -> PublishedConfig | No
     return None
 
 
-def profile_without_config(repo_id: str) -> str | None:
-    """What a profile of `repo_id` knows when it bundles no config.json of it: its layout, in words
-    (None: no profile names the repo, or it has a config)."""
+@dataclass(frozen=True)
+class ProfileRecord(JsonDocument):
+    """What a bundled profile records of a draft whose config.json it does not bundle (from its
+    model card): JSON `not_read.profile` of `plan` and `smoke-test`, and the words of their
+    errors and findings (`words`)."""
+
+    profile: str
+    algorithm: str | None
+    layout: str  # "anchor-first" | "bonus-anchor"
+    block_size: int | None
+    num_speculative_tokens: int | None  # K: the profile's K_max
+    num_query_tokens: int | None
+    target: str | None
+
+    def words(self) -> str:
+        """`dflash2 draft, anchor-first, block_size 7, K 7, 7 query positions, for TARGET`."""
+        parts = [f"{self.algorithm or 'a'} draft", self.layout, f"block_size {self.block_size}"]
+        if self.num_speculative_tokens is not None:
+            parts.append(f"K {self.num_speculative_tokens}, {self.num_query_tokens} query positions")
+        if self.target:
+            parts.append(f"for {self.target}")
+        return ", ".join(parts)
+
+
+def profile_without_config(repo_id: str) -> ProfileRecord | None:
+    """What a profile of `repo_id` records when it bundles no config.json of it (None: no profile
+    names the repo, or it has a config)."""
     wanted = repo_id.lower()
     for profile in _profiles():
         if profile["name"].lower() != wanted or profile.get("releases"):
             continue
         geometry = profile.get("geometry") or {}
-        block = geometry.get("block_size")
-        anchor_first = geometry.get("sample_from_anchor")
-        layout = "anchor-first" if anchor_first else "bonus-anchor"
+        anchor_first = bool(geometry.get("sample_from_anchor"))
         k_max = geometry.get("max_speculative_tokens")
-        parts = [f"{profile.get('algorithm', 'a')} draft", layout, f"block_size {block}"]
-        if k_max is not None:
-            queries = k_max if anchor_first else k_max + 1
-            parts.append(f"K {k_max}, {queries} query positions")
-        if profile.get("target"):
-            parts.append(f"for {profile['target']}")
-        return ", ".join(str(part) for part in parts)
+        return ProfileRecord(
+            profile=profile["name"],
+            algorithm=profile.get("algorithm"),
+            layout="anchor-first" if anchor_first else "bonus-anchor",
+            block_size=geometry.get("block_size"),
+            num_speculative_tokens=k_max,
+            num_query_tokens=None if k_max is None else (k_max if anchor_first else k_max + 1),
+            target=profile.get("target") or None,
+        )
     return None
+
+
+def no_bundled_config(repo_id: str) -> str:
+    """Why the bundled profiles cannot answer for `repo_id`, in words: the profile that names it
+    but stores no config.json, with what it records; or that none stores its config.json."""
+    known = profile_without_config(repo_id)
+    if known is None:
+        return "dflash-tools bundles no published config.json of it"
+    return f"dflash-tools bundles no published config.json of it, only its profile (configs/profiles): {known.words()}"
 
 
 def drafts_of_target(repo_id: str) -> list[str]:

@@ -48,6 +48,7 @@ from dflash_tools.reading.hub.http import Deadline, request
 from dflash_tools.reading.hub.published import (
     PublishedConfig,
     drafts_of_target,
+    no_bundled_config,
     profile_without_config,
     published_config,
 )
@@ -97,11 +98,8 @@ def _cache_or_published(
             return _from_published(hub, published, unreachable)
         # Offline (no `failure`) the Hub was not asked: "unreachable", as a connection error is.
         error = failure or HubSourceError(missing.message, missing.hint, absence="unreachable")
-        known = profile_without_config(hub.repo_id)
-        if known is not None:
-            note = (
-                f"; dflash-tools bundles no published config.json of it, only its profile (configs/profiles): {known}"
-            )
+        if profile_without_config(hub.repo_id) is not None:
+            note = "; " + no_bundled_config(hub.repo_id)
         else:
             note = _only_drafts_bundled(hub)  # a preset's target: its drafts are bundled, it is not
         if not note:
