@@ -84,7 +84,7 @@ def _verdict(plans: list[dict[str, Any]]) -> Text:
         read = [plan for plan in plans if "not_read" not in plan["draft"]]
         head = f"{len(unread)} of {len(plans)} drafts not read" if len(plans) > 1 else "draft not read"
         others = _verdict(read).plain.split(": ", 1)[0] if read else ""
-        rest = f"; {'the other' if len(read) == 1 else 'the others'}: {others}" if others else ""
+        rest = f"; {'the other' if len(read) == 1 else 'the others'}: {others}; in all" if others else ""
         return Text.assemble(("FAIL", "bold red"), f": {head} (DFT091){rest}: ", summary)
     ok = all(plan["ok"] for plan in plans)
     results = _engine_results(plans)

@@ -113,7 +113,10 @@ def test_the_human_plan_says_so_within_80_columns(offline_empty_cache: Path, mon
     result = runner.invoke(app, ["plan", "--preset", PRESET])
     assert result.exit_code == 2, result.stdout
     lines = result.stdout.splitlines()
-    assert " ".join(lines[:2]).startswith("FAIL: 1 of 2 drafts not read (DFT091); the other: OK for sglang")
+    verdict = " ".join(" ".join(lines[:3]).split())
+    assert verdict.startswith("FAIL: 1 of 2 drafts not read (DFT091); the other: OK for sglang")
+    # The counts are both drafts' findings, not the other's alone.
+    assert "vllm==0.34.0; in all: 2 drafts, 1 error(s)" in verdict
     assert "draft 1 of 2: ok" in lines and "draft 2 of 2: not read" in lines
     entry = lines[lines.index("draft 2 of 2: not read") :]
     assert any(line.startswith(f"draft   {DAOCLOUD} · not read (DFT091 below)") for line in entry)
