@@ -30,6 +30,7 @@ import pytest
 
 from dflash_tools.cli._layout import hint_commands
 from dflash_tools.engine_rules import ENGINE_RULES
+from tests.torch_extra import require_torch_extra
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
 WIDTHS = (80, 120)
@@ -291,7 +292,7 @@ def test_plan_launch_lines_and_numbers(columns: int, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("columns", WIDTHS)
 def test_smoke_test_results_and_log_paths(columns: int, tmp_path: Path) -> None:
-    pytest.importorskip("torch")
+    require_torch_extra()
     work = tmp_path / "work"
     args = [
         "smoke-test",

@@ -18,8 +18,9 @@ import dflash_tools_testing as testing
 from dflash_tools_testing.demos import bundle as bundles
 from dflash_tools_testing.demos import checkpoints, corpus
 from dflash_tools_testing.demos.training import Recipe
+from tests.torch_extra import require_torch_extra
 
-torch = pytest.importorskip("torch")
+torch = require_torch_extra()
 
 from dflash_tools.reference_engine.draft import DraftModel  # noqa: E402
 from dflash_tools.reference_engine.target import BuiltinTarget  # noqa: E402

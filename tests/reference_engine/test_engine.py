@@ -18,8 +18,9 @@ import pytest
 
 from dflash_tools_testing.demos import bundle as bundles
 from dflash_tools_testing.demos import engine_demo as demo
+from tests.torch_extra import require_torch_extra
 
-torch = pytest.importorskip("torch")
+torch = require_torch_extra()
 
 from dflash_tools.reference_engine import run_request  # noqa: E402
 

@@ -10,6 +10,7 @@ import pytest
 
 from dflash_tools.inspect import inspect_checkpoint
 from dflash_tools_testing.demos import vllm_cpu_demo as demo
+from tests.torch_extra import require_torch_extra
 
 LAYOUTS = {"bonus-anchor": False, "anchor-first": True}
 
@@ -42,7 +43,7 @@ def test_first_layer_gives_anchor_rows_a_previous_row_tap_and_mask_rows_none() -
 
 
 def test_reference_engine_accepts_dflash2_drafts_in_their_own_layout(tmp_path: Path) -> None:
-    pytest.importorskip("torch")
+    require_torch_extra()
     from dflash_tools.reference_engine import run_request
 
     target = demo.write_planted_demo(tmp_path / "planted")["target"]

@@ -27,6 +27,7 @@ from dflash_tools.plan.presets import DraftEntry, Floor
 from dflash_tools.smoke import report, timing
 from dflash_tools.smoke.options import MIN_TIMED_S, SmokeOptions, resolve_options
 from dflash_tools.smoke.plan import resolve_plan
+from tests.torch_extra import require_torch_extra
 
 runner = CliRunner()
 FLOOR = Floor(mean_acceptance_length=3.0, first_position_rate=0.5, provenance="test")
@@ -162,7 +163,7 @@ def test_min_time_and_repeat_reach_the_request(tmp_path: Path) -> None:
 
 
 def test_the_torch_engine_repeats_each_timed_run(tmp_path: Path) -> None:
-    pytest.importorskip("torch")
+    require_torch_extra()
     outcome = runner.invoke(
         app,
         [

@@ -29,6 +29,7 @@ from dflash_tools.smoke import report, sweep
 from dflash_tools.smoke.options import SmokeOptions
 from dflash_tools.smoke.plan import resolve_plan
 from dflash_tools_testing.demos import engine_demo
+from tests.torch_extra import require_torch_extra
 
 runner = CliRunner()
 
@@ -381,7 +382,7 @@ def test_a_check_that_could_not_run_is_a_warning(tmp_path: Path) -> None:
 
 
 def test_a_sweep_through_the_torch_engine_names_a_best_k(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    pytest.importorskip("torch")
+    require_torch_extra()
     # The planted engine-demo pair (the bundled one is trained): its acceptance is known in advance.
     planted = engine_demo.write_planted_demo(tmp_path / "planted")
     outcome = runner.invoke(

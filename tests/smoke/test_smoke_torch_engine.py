@@ -15,8 +15,9 @@ import pytest
 from typer.testing import CliRunner
 
 from dflash_tools.cli import app
+from tests.torch_extra import require_torch_extra
 
-pytest.importorskip("torch")
+require_torch_extra()
 demo = pytest.importorskip("dflash_tools_testing.demos.engine_demo")
 
 runner = CliRunner()

@@ -25,8 +25,9 @@ from typer.testing import CliRunner
 
 from dflash_tools.cli import app
 from dflash_tools_testing.demos import bundle as bundles
+from tests.torch_extra import require_torch_extra
 
-pytest.importorskip("torch")
+require_torch_extra()
 
 runner = CliRunner()
 FLIPPED_MAX = 0.60

@@ -27,6 +27,7 @@ from dflash_tools.smoke.options import SmokeOptions
 from dflash_tools.smoke.plan import CPU_ENGINE_ARGS, resolve_plan
 from dflash_tools.smoke.report import build_document
 from dflash_tools_testing.demos import vllm_cpu_demo as demo
+from tests.torch_extra import require_torch_extra
 
 runner = CliRunner()
 DEMO_COMMAND = [
@@ -177,7 +178,7 @@ def test_report_names_the_silent_layout_change_and_the_slow_draft() -> None:
 def test_reference_engine_gets_the_constructed_acceptance_and_the_collapse(tmp_path: Path, name: str) -> None:
     """The planted pair. Own layout: 8 blind steps (the last L + 1 tokens do not walk one cycle
     yet), then every draft accepted; other layout: every proposal one step off, nothing accepted."""
-    pytest.importorskip("torch")
+    require_torch_extra()
     from dflash_tools.reference_engine import run_request
 
     folder = demo.write_planted_demo(tmp_path)["target"].parent
