@@ -25,6 +25,15 @@ import pytest
 import dflash_tools_testing as testing
 
 
+def default_signals() -> None:
+    """The child starts with SIGINT, SIGTERM and SIGHUP at their defaults, as a terminal starts a
+    command. Inherited as they are, a suite run under `nohup` (SIGHUP ignored) or as a background
+    job of a script (SIGINT ignored) would hand the child ignored signals, which the CLI rightly
+    leaves ignored (`cli._signals.signals_handled`), and the child would wait out its pause."""
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_DFL)
+
+
 def child_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "NO_COLOR", "DFLASH_TOOLS_FORMAT")}
     env.update(HF_HUB_OFFLINE="1", **extra)
@@ -45,6 +54,7 @@ def test_a_signal_mid_conversion_gives_one_document_and_leaves_nothing(tmp_path:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=default_signals,
     )
     deadline = time.monotonic() + 60
     while not marker.exists():
@@ -71,6 +81,7 @@ def test_a_signal_without_json_is_one_line(tmp_path: Path) -> None:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=default_signals,
     )
     deadline = time.monotonic() + 60
     while not marker.exists():
