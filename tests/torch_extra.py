@@ -10,12 +10,12 @@ so a test of the engine is skipped there instead of failing, as it is without to
 
 from __future__ import annotations
 
-import re
 import tomllib
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+from packaging.requirements import Requirement  # pytest's own dependency
 
 PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"
 
@@ -23,8 +23,7 @@ PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"
 def torch_extra_modules() -> list[str]:
     """The torch extra's distributions, read from pyproject.toml; each imports under its own name."""
     requirements = tomllib.loads(PYPROJECT.read_text())["project"]["optional-dependencies"]["torch"]
-    names = [re.match(r"[A-Za-z0-9_.-]+", requirement) for requirement in requirements]
-    return [name.group(0).replace("-", "_") for name in names if name]
+    return [Requirement(requirement).name.replace("-", "_") for requirement in requirements]
 
 
 def require_torch_extra() -> ModuleType:
